@@ -1,0 +1,62 @@
+#pragma once
+//! @file config.hpp
+//! Compile-time configuration shared by host and device code.
+//!
+//! - `BGTQ_HOST_DEVICE` marks functions used by both the CPU reference and the CUDA
+//!   kernels (`__host__ __device__` under nvcc, plain `inline` otherwise).
+//! - `BGTQ_SIMD_AVX512`, `BGTQ_SIMD_AVX2` or neither (`BGTQ_SIMD_SCALAR`) is chosen once
+//!   from the compiler's own target flags. Define `BGTQ_FORCE_SCALAR` before including
+//!   any bgtq header to force the portable scalar path (the tests build both).
+//! Macros change annotations and code paths, never data layouts.
+
+#if defined(__CUDACC__)
+#define BGTQ_HOST_DEVICE __host__ __device__ inline
+#define BGTQ_FORCEINLINE __forceinline__
+#else
+#define BGTQ_HOST_DEVICE inline
+#if defined(__GNUC__) || defined(__clang__)
+#define BGTQ_FORCEINLINE inline __attribute__((always_inline))
+#else
+#define BGTQ_FORCEINLINE inline
+#endif
+#endif
+
+#if defined(__CUDA_ARCH__)
+#define BGTQ_DEVICE_PASS 1
+#else
+#define BGTQ_DEVICE_PASS 0
+#endif
+
+#if !defined(BGTQ_FORCE_SCALAR) && !BGTQ_DEVICE_PASS && defined(__AVX512F__) && defined(__AVX512BW__) && \
+    defined(__AVX512VL__)
+#define BGTQ_SIMD_AVX512 1
+#define BGTQ_SIMD_AVX2 1
+#elif !defined(BGTQ_FORCE_SCALAR) && !BGTQ_DEVICE_PASS && defined(__AVX2__) && defined(__FMA__)
+#define BGTQ_SIMD_AVX2 1
+#else
+#define BGTQ_SIMD_SCALAR 1
+#endif
+
+#define BGTQ_VERSION_MAJOR 0
+#define BGTQ_VERSION_MINOR 1
+#define BGTQ_VERSION_PATCH 0
+
+namespace bgtq {
+
+//! Name of the SIMD path compiled into this translation unit ("avx512", "avx2", "scalar").
+inline constexpr const char* simd_path() noexcept {
+#if defined(BGTQ_SIMD_AVX512)
+  return "avx512";
+#elif defined(BGTQ_SIMD_AVX2)
+  return "avx2";
+#else
+  return "scalar";
+#endif
+}
+
+namespace detail {
+template <class...>
+inline constexpr bool dependent_false = false;
+}  // namespace detail
+
+}  // namespace bgtq

@@ -1,0 +1,70 @@
+#pragma once
+//! @file error.hpp
+//! The library's single error type. Host code throws `bgtq::error`; every error
+//! carries a machine-readable `errc` and a message that names the problem (shape,
+//! value, file offset). Hot paths that must not throw return an `errc` instead.
+
+#include <stdexcept>
+#include <string>
+
+namespace bgtq {
+
+//! Error categories. `ok` is zero so an `errc` can be tested like a status code.
+enum class errc : int {
+  ok = 0,
+  invalid_argument,     //!< a parameter is out of its documented range
+  shape_mismatch,       //!< array shapes disagree with each other or with a plan
+  non_finite,           //!< NaN or Inf where finite values are required
+  infeasible,           //!< a bit budget that cannot be met
+  io_error,             //!< a file could not be opened, read or written
+  format_error,         //!< a file is malformed (bad magic, header, size)
+  checksum_mismatch,    //!< stored checksum disagrees with the content
+  version_unsupported,  //!< a file from a newer format version
+  capacity_exhausted,   //!< the page pool has no room left
+  not_found,            //!< an id (sequence, layer, head) that does not exist
+  unsupported,          //!< a valid request this build cannot serve
+  device_error,         //!< a CUDA call failed
+};
+
+//! Short stable name of an error category, e.g. "shape_mismatch".
+inline const char* to_string(errc e) noexcept {
+  switch (e) {
+    case errc::ok: return "ok";
+    case errc::invalid_argument: return "invalid_argument";
+    case errc::shape_mismatch: return "shape_mismatch";
+    case errc::non_finite: return "non_finite";
+    case errc::infeasible: return "infeasible";
+    case errc::io_error: return "io_error";
+    case errc::format_error: return "format_error";
+    case errc::checksum_mismatch: return "checksum_mismatch";
+    case errc::version_unsupported: return "version_unsupported";
+    case errc::capacity_exhausted: return "capacity_exhausted";
+    case errc::not_found: return "not_found";
+    case errc::unsupported: return "unsupported";
+    case errc::device_error: return "device_error";
+  }
+  return "unknown";
+}
+
+//! Exception thrown by host-side library code. `what()` is the full message.
+class error : public std::runtime_error {
+ public:
+  error(errc code, const std::string& message) : std::runtime_error(message), code_(code) {}
+  //! The error category.
+  errc code() const noexcept { return code_; }
+
+ private:
+  errc code_;
+};
+
+//! Throws `bgtq::error(code, message)`.
+[[noreturn]] inline void fail(errc code, const std::string& message) { throw error(code, message); }
+
+}  // namespace bgtq
+
+//! Throws `bgtq::error(code, msg)` unless `cond` holds. `msg` may be any expression
+//! convertible to std::string; it is evaluated only on failure.
+#define BGTQ_REQUIRE(cond, code, msg)            \
+  do {                                           \
+    if (!(cond)) ::bgtq::fail((code), (msg));    \
+  } while (0)

@@ -1,0 +1,81 @@
+#pragma once
+// Shared plumbing of the bgtq command-line tool: option parsing, the command registry
+// and the exit-code contract (0 success, 1 runtime/data error, 2 bad usage).
+// Each subcommand lives in its own cmd_<name>.cpp and registers itself with
+// `static bgtq::cli::registrar reg{{"name", "summary", "usage", &run}};`.
+
+#include <cstdlib>
+#include <map>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace bgtq::cli {
+
+//! Bad command-line usage: reported on stderr, exit code 2.
+struct usage_error : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+//! Parsed `--name value` / `--flag` / `-o value` options of one subcommand.
+class args {
+ public:
+  //! Parses argv[first..argc). `flags` lists the options that take no value.
+  args(int argc, char** argv, int first, std::vector<std::string> flags = {});
+
+  //! Value of --name, if given (the last occurrence wins).
+  std::optional<std::string> get(const std::string& name);
+  //! Value of --name; usage_error if absent.
+  std::string require(const std::string& name);
+  //! Value of --name or `def`.
+  std::string get_or(const std::string& name, const std::string& def);
+  //! Integer option in [lo, hi]; usage_error naming the option if malformed.
+  long get_int(const std::string& name, long def, long lo, long hi);
+  long require_int(const std::string& name, long lo, long hi);
+  //! Finite double option in [lo, hi].
+  double get_double(const std::string& name, double def, double lo, double hi);
+  double require_double(const std::string& name, double lo, double hi);
+  //! True if --name (a flag) was given.
+  bool flag(const std::string& name);
+  //! Comma-separated list, e.g. --bits 2,3,4.
+  std::vector<std::string> get_list(const std::string& name, const std::string& def);
+  //! Positional arguments (those not starting with --).
+  const std::vector<std::string>& positional() const { return positional_; }
+  //! usage_error if any option was given that no get/require/flag asked about.
+  void finish() const;
+
+ private:
+  std::map<std::string, std::string> values_;
+  std::map<std::string, bool> flags_given_;
+  std::vector<std::string> flag_names_;
+  std::vector<std::string> positional_;
+  mutable std::map<std::string, bool> used_;
+};
+
+//! Parses an integer / double strictly (whole string, finite), or usage_error naming `what`.
+long parse_int(const std::string& s, const std::string& what);
+double parse_double(const std::string& s, const std::string& what);
+
+//! One subcommand.
+struct command {
+  const char* name;
+  const char* summary;
+  const char* usage;
+  int (*run)(args&);
+  std::vector<std::string> flags = {};  //!< options that take no value (e.g. "json")
+};
+
+//! Registers a command at static-initialisation time.
+struct registrar {
+  explicit registrar(command c);
+};
+
+//! All registered commands, sorted by name.
+std::vector<command>& registry();
+
+//! Progress line on stderr ("[eval] layer 3/32 ...") unless --quiet was given.
+void progress(const std::string& line);
+void set_quiet(bool q);
+
+}  // namespace bgtq::cli
