@@ -100,7 +100,7 @@ TEST_CASE("pooled greedy equals dp over the concatenated pools", "[allocate][dp]
   }
 }
 
-TEST_CASE("pooled allocation moves bits between heads; per-head allocation does not", "[allocate][pooled]") {
+TEST_CASE("pooled allocation moves bits between heads, per-head allocation cannot", "[allocate][pooled]") {
   // head 0 has all the energy: pooled gives it more than its share, per-head cannot
   std::vector<double> h0 = {100, 100, 100, 100}, h1 = {1e-3, 1e-3, 1e-3, 1e-3};
   std::vector<std::span<const double>> pools = {h0, h1};
