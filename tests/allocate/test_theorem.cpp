@@ -150,3 +150,8 @@ TEST_CASE("greedy is not optimal for a non-convex table (the condition matters)"
   REQUIRE(total > 500);
   REQUIRE(losses >= 20);  // about 4% with this seed
 }
+
+TEST_CASE("greedy equals exhaustive enumeration: long sweep", "[allocate][theorem][.long]") {
+  check_greedy_is_optimal(0x10A6, 100000, [](bgtq::counter_rng&) { return bgtq::distortion_table::rate4(); });
+  check_greedy_is_optimal(0x10A7, 100000, [](bgtq::counter_rng& rng) { return alloc_test::random_convex_table(rng); });
+}
