@@ -78,7 +78,8 @@ inline float midpoint_round_down(float a, float b) noexcept {
 //! thresholds()[k] is the largest float <= (c_k + c_{k+1})/2 computed exactly, so
 //! quantize(y) returns exactly the nearest centroid of every float y (ties to the lower
 //! index); mse() = dim * E[(y - c(q(y)))^2] under the sphere law f_dim, evaluated in
-//! closed form for these float levels and float thresholds (relative accuracy ~1e-12).
+//! closed form for these float levels and float thresholds (relative accuracy ~1e-11
+//! at 8 bits, ~1e-13 at 4 bits).
 class codebook {
  public:
   //! Builds a codebook from ascending levels (rounded to float) and computes its
