@@ -21,6 +21,7 @@
 //!   `length` bytes (no terminator). Exactly `vocab_size` tokens, nothing after them.
 
 #include <cstddef>
+#include <functional>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -250,5 +251,30 @@ std::vector<int> generate_greedy(engine& e, const std::vector<int>& prompt, int 
 //! scored tokens[t+1].
 //! @throws bgtq::error(invalid_argument) if T < 2 or T > seq_len.
 double mean_nll(engine& e, const std::vector<int>& tokens, std::vector<std::vector<float>>* logprobs_out = nullptr);
+
+//! Post-RoPE activations of one sequence, float32, C order (the .npy layout):
+//! q [n_layers][n_tokens][n_heads][head_dim], k and v [n_layers][n_tokens][n_kv_heads][head_dim].
+struct activations {
+  int n_layers = 0, n_tokens = 0, n_heads = 0, n_kv_heads = 0, head_dim = 0;
+  std::vector<float> q, k, v;
+};
+
+//! Resets the engine and feeds `tokens` at positions 0..T-1, recording the post-RoPE q, k
+//! and v of every layer and position. Replaces any installed capture sink and leaves none
+//! installed. `progress(done, total)`, if given, is called after each token.
+//! @throws bgtq::error(invalid_argument) if tokens is empty or longer than seq_len, or a
+//!         token is outside the vocabulary.
+activations capture_activations(engine& e, const std::vector<int>& tokens,
+                                const std::function<void(int, int)>& progress = {});
+
+//! One document per line of a text file: a trailing '\r' (CRLF files) is removed and
+//! empty lines are skipped.
+//! @throws bgtq::error(io_error) if the file cannot be read.
+std::vector<std::string> read_documents(const std::string& path);
+
+//! Concatenates documents into one token sequence, each document encoded with a leading
+//! BOS (no EOS), truncated to at most `max_tokens` tokens. Positions then run 0..T-1
+//! across document boundaries, as in llama2.c's training batches.
+std::vector<int> encode_documents(const tokenizer& tok, const std::vector<std::string>& docs, std::size_t max_tokens);
 
 }  // namespace bgtq::llama2c

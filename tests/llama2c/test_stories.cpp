@@ -1,6 +1,7 @@
 // llama2c engine on the real stories260K checkpoint (skipped when ../shared/data is absent).
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -212,4 +213,41 @@ TEST_CASE("stories260K: loaders reject truncated and corrupted copies", "[llama2
     std::memcpy(b.data() + 8, &neg, 4);
     CHECK(tok_rejected(b, 512));
   }
+}
+
+TEST_CASE("stories260K: captured keys carry the most energy in the lowest-frequency RoPE block", "[llama2c][data]") {
+  // DESIGN.md's energy score s_i = 1/2 E||q_g(i)||^2 + 1/2 E||k(i)||^2 per (layer, KV head),
+  // with interleaved blocks (2i, 2i+1). The README reports the lowest-frequency block as
+  // always the strongest; a wrong RoPE pairing in the engine breaks this.
+  const auto s = load_stories();
+  lc::fp32_kv_backend kv(s.m.cfg());
+  lc::engine e(s.m, kv);
+  const auto toks = lc::encode_documents(s.tok, lc::read_documents(s.text_path), s.m.cfg().seq_len);
+  REQUIRE(toks.size() == static_cast<std::size_t>(s.m.cfg().seq_len));
+  const auto a = lc::capture_activations(e, toks);
+  const int D = a.head_dim, L = D / 2, T = a.n_tokens, grp = a.n_heads / a.n_kv_heads;
+  double lo_ratio = 1e300, hi_ratio = 0;
+  for (int l = 0; l < a.n_layers; ++l)
+    for (int h = 0; h < a.n_kv_heads; ++h) {
+      std::vector<double> sq(L, 0.0), sk(L, 0.0);
+      for (int t = 0; t < T; ++t) {
+        const float* k = a.k.data() + ((static_cast<std::size_t>(l) * T + t) * a.n_kv_heads + h) * D;
+        for (int i = 0; i < L; ++i) sk[i] += (double(k[2 * i]) * k[2 * i] + double(k[2 * i + 1]) * k[2 * i + 1]) / T;
+        for (int g = h * grp; g < (h + 1) * grp; ++g) {
+          const float* q = a.q.data() + ((static_cast<std::size_t>(l) * T + t) * a.n_heads + g) * D;
+          for (int i = 0; i < L; ++i)
+            sq[i] += (double(q[2 * i]) * q[2 * i] + double(q[2 * i + 1]) * q[2 * i + 1]) / (T * grp);
+        }
+      }
+      std::vector<double> sc(L);
+      for (int i = 0; i < L; ++i) sc[i] = 0.5 * sq[i] + 0.5 * sk[i];
+      const int best = static_cast<int>(std::max_element(sc.begin(), sc.end()) - sc.begin());
+      const double ratio = *std::max_element(sc.begin(), sc.end()) / *std::min_element(sc.begin(), sc.end());
+      lo_ratio = std::min(lo_ratio, ratio);
+      hi_ratio = std::max(hi_ratio, ratio);
+      INFO("layer " << l << " kv head " << h << " strongest block " << best << " ratio " << ratio);
+      CHECK(best == L - 1);
+    }
+  std::printf("block energy ratio strongest/weakest over (layer, kv head): %.1fx .. %.1fx\n", lo_ratio, hi_ratio);
+  CHECK(lo_ratio > 2.0);
 }

@@ -425,3 +425,71 @@ TEST_CASE("tokenizer loader rejects truncated and corrupted files", "[llama2c]")
   CHECK(lc::tokenizer::load(td.write("t.bin", good), V).vocab_size() == V);
   CHECK_THROWS_AS(lc::tokenizer::load((td.path / "absent.bin").string(), V), bgtq::error);
 }
+
+TEST_CASE("capture_activations records post-RoPE q, k, v in [L][T][H][D] order", "[llama2c]") {
+  const lc::config c = untied_cfg();  // 3 layers, 4 query heads, 2 KV heads, head_dim 6
+  const auto w = random_weights(c, 13);
+  const lc::model m = lc::model::from_weights(c, w);
+  lc::fp32_kv_backend kv(c);
+  lc::engine e(m, kv);
+  recording_sink outer;
+  e.set_capture(&outer);
+  const std::vector<int> toks = {1, 4, 18, 0, 7, 7, 2};
+  int calls = 0;
+  const auto a = lc::capture_activations(e, toks, [&](int done, int total) {
+    ++calls;
+    REQUIRE(done == calls);
+    REQUIRE(total == 7);
+  });
+  CHECK(calls == 7);
+  CHECK(outer.where.empty());  // the previous sink was replaced...
+  e.forward(3, 0 + e.position());
+  CHECK(outer.where.empty());  // ...and none is installed afterwards
+  REQUIRE(a.n_layers == 3);
+  REQUIRE(a.n_tokens == 7);
+  REQUIRE(a.n_heads == 4);
+  REQUIRE(a.n_kv_heads == 2);
+  REQUIRE(a.head_dim == 6);
+  REQUIRE(a.q.size() == 3u * 7 * 4 * 6);
+  REQUIRE(a.k.size() == 3u * 7 * 2 * 6);
+  reference_model ref(c, w);
+  for (int t = 0; t < 7; ++t) {
+    ref.forward(toks[t]);
+    for (int l = 0; l < 3; ++l) {
+      for (int i = 0; i < 4 * 6; ++i)
+        REQUIRE(a.q[(static_cast<std::size_t>(l) * 7 + t) * 24 + i] == Approx(ref.q_post_rope[l][i]).margin(1e-4));
+      for (int i = 0; i < 2 * 6; ++i) {
+        REQUIRE(a.k[(static_cast<std::size_t>(l) * 7 + t) * 12 + i] == Approx(ref.kc[l][t][i]).margin(1e-4));
+        REQUIRE(a.v[(static_cast<std::size_t>(l) * 7 + t) * 12 + i] == Approx(ref.vc[l][t][i]).margin(1e-4));
+      }
+    }
+  }
+  CHECK_THROWS_AS(lc::capture_activations(e, {}), bgtq::error);
+  CHECK_THROWS_AS(lc::capture_activations(e, std::vector<int>(c.seq_len + 1, 1)), bgtq::error);
+  CHECK_THROWS_AS(lc::capture_activations(e, {1, 99}), bgtq::error);
+}
+
+TEST_CASE("documents are read per line and concatenated with a BOS each", "[llama2c]") {
+  temp_dir td("docs");
+  const std::string text = "the abc\r\n\r\nabc\nthe\n";
+  const std::string p = td.write("docs.txt", std::vector<unsigned char>(text.begin(), text.end()));
+  const auto docs = lc::read_documents(p);
+  REQUIRE(docs == std::vector<std::string>{"the abc", "abc", "the"});
+  const auto vocab = small_vocab();
+  const auto bytes = tokenizer_bytes(vocab);
+  const auto tok = lc::tokenizer::from_bytes(bytes.data(), bytes.size(), static_cast<int>(vocab.size()));
+  const int the = tok.lookup(" the");
+  const auto all = lc::encode_documents(tok, docs, 1000);
+  std::vector<int> want;
+  for (const auto& d : docs) {
+    const auto t = tok.encode(d, true, false);
+    want.insert(want.end(), t.begin(), t.end());
+  }
+  REQUIRE(all == want);
+  REQUIRE(all.front() == 1);
+  REQUIRE(all.back() == the);
+  REQUIRE(std::count(all.begin(), all.end(), 1) == 3);
+  REQUIRE(lc::encode_documents(tok, docs, 3) == std::vector<int>(want.begin(), want.begin() + 3));
+  REQUIRE(lc::encode_documents(tok, docs, 0).empty());
+  CHECK_THROWS_AS(lc::read_documents((td.path / "absent.txt").string()), bgtq::error);
+}

@@ -25,14 +25,14 @@ namespace llama2c_test {
 namespace lc = bgtq::llama2c;
 
 inline void put_i32(std::vector<unsigned char>& b, std::int32_t v) {
-  unsigned char t[4];
-  std::memcpy(t, &v, 4);
-  b.insert(b.end(), t, t + 4);
+  const std::size_t n = b.size();
+  b.resize(n + 4);
+  std::memcpy(b.data() + n, &v, 4);
 }
 inline void put_f32(std::vector<unsigned char>& b, float v) {
-  unsigned char t[4];
-  std::memcpy(t, &v, 4);
-  b.insert(b.end(), t, t + 4);
+  const std::size_t n = b.size();
+  b.resize(n + 4);
+  std::memcpy(b.data() + n, &v, 4);
 }
 
 //! Random weights for `c` (Philox, fixed seed): matrices N(0, 1/fan_in), RMSNorm gains
