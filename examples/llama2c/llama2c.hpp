@@ -208,6 +208,8 @@ class engine {
  public:
   //! @throws bgtq::error(format_error) if the model's config is invalid.
   engine(const model& m, kv_backend& kv);
+  //! The engine keeps a reference to the model: a temporary would dangle.
+  engine(model&&, kv_backend&) = delete;
   //! Feeds `token` at position `pos` and returns the logits [vocab_size] (valid until the
   //! next forward or reset). Per layer: RMSNorm, q/k/v projections, RoPE (interleaved,
   //! base 10000) on every head of q and k, capture, kv.append, kv.attend, output
