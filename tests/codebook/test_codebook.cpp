@@ -334,7 +334,7 @@ TEST_CASE("get_codebook memoizes: one object per (kind, dim, bits), also under c
 TEST_CASE("distortion_table: D[0] = 1, D[b] = codebook MSE, decreasing", "[codebook]") {
   for (codebook_kind kind : all_kinds)
     for (int n : {2, 8, 128}) {
-      const auto d = bgtq::distortion_table(kind, n);
+      const auto d = bgtq::codebook_distortion(kind, n);
       REQUIRE(d[0] == 1.0);
       for (int b = 1; b <= 8; ++b) {
         REQUIRE(d[b] == bgtq::get_codebook(kind, n, b).mse());
@@ -355,7 +355,7 @@ TEST_CASE("bad arguments throw bgtq::error(invalid_argument)", "[codebook]") {
   for (int dim : {-3, 0, 1, 65537, 1 << 20}) {
     INFO("dim = " << dim);
     REQUIRE(is_invalid([&] { bgtq::get_codebook(codebook_kind::sphere, dim, 3); }));
-    REQUIRE(is_invalid([&] { bgtq::distortion_table(codebook_kind::sphere, dim); }));
+    REQUIRE(is_invalid([&] { bgtq::codebook_distortion(codebook_kind::sphere, dim); }));
     REQUIRE(is_invalid([&] { bgtq::uniform_levels::build(dim, 3); }));
   }
   for (int bits : {-1, 0, 9, 16}) {

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include <bgtq/allocate/allocate.hpp>
+#include <bgtq/codebook/codebook.hpp>
 #include <bgtq/core/error.hpp>
 #include <bgtq/io/json.hpp>
 
@@ -100,11 +101,7 @@ int run(bgtq::cli::args& a) {
                                                  " scores (at most 2^28 blocks)");
   struct bgtq::distortion_table table = bgtq::distortion_table::rate4();
   if (dist == "codebook") {
-    // TODO(codebook): table = bgtq::distortion_table::checked(
-    //     bgtq::distortion_table(bgtq::codebook_kind::sphere, codebook_dim))
-    // once include/bgtq/codebook/codebook.hpp is merged into main.
-    bgtq::fail(bgtq::errc::unsupported, "--distortion codebook (dim " + std::to_string(codebook_dim) +
-                                            ") is not available in this build yet; use --distortion rate4");
+    table = bgtq::distortion_table::checked(bgtq::codebook_distortion(bgtq::codebook_kind::sphere, codebook_dim));
   }
   bgtq::allocation_request req{.scores = scores,
                                .budget = bgtq::budget_for(avg_bits, static_cast<int>(scores.size())),

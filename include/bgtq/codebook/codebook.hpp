@@ -9,7 +9,7 @@
 //! - Families (stateless policies, concept `codebook_family`): `sphere_lloyd_max`
 //!   (optimal for f_n), `gaussian_lloyd_max` (optimal for N(0, 1/n) truncated to [-1, 1]),
 //!   `uniform_levels` (equally spaced, step optimal for f_n).
-//! - `get_codebook(kind, dim, bits)`: memoized, thread-safe access; `distortion_table`:
+//! - `get_codebook(kind, dim, bits)`: memoized, thread-safe access; `codebook_distortion`:
 //!   D(b) for the bit allocator.
 //!
 //! Design method and tolerances: see lloyd_max.hpp and docs/codebooks.md.
@@ -241,7 +241,7 @@ inline const codebook& get_codebook(codebook_kind kind, int dim, int bits) {
 //! Distortion table for the bit allocator: D[0] = 1 (a dropped block loses all its
 //! energy) and D[b] = get_codebook(kind, dim, b).mse() for b = 1..8 (n-scaled MSE of a
 //! unit vector, decreasing in b). @throws like get_codebook.
-inline std::array<double, 9> distortion_table(codebook_kind kind, int dim) {
+inline std::array<double, 9> codebook_distortion(codebook_kind kind, int dim) {
   std::array<double, 9> d{};
   d[0] = 1.0;
   for (int b = 1; b <= 8; ++b) d[b] = get_codebook(kind, dim, b).mse();
