@@ -42,6 +42,8 @@ class args {
   std::vector<std::string> get_list(const std::string& name, const std::string& def);
   //! Positional arguments (those not starting with --).
   const std::vector<std::string>& positional() const { return positional_; }
+  //! Forgets the positional arguments (after a subcommand consumed them).
+  void drop_positional() { positional_.clear(); }
   //! usage_error if any option was given that no get/require/flag asked about.
   void finish() const;
 

@@ -1,6 +1,7 @@
 #pragma once
 //! @file codebook/kind.hpp
-//! Run-time names of the scalar codebook families (stored in plans and files).
+//! Run-time names of the scalar codebook families (stored in plans and files). The
+//! families themselves (policies, codebook type, get_codebook) are in codebook.hpp.
 #include <string>
 
 #include "../core/error.hpp"
@@ -9,11 +10,12 @@ namespace bgtq {
 
 //! Scalar codebook family. Values are stored in plan files: never renumber.
 enum class codebook_kind : unsigned char {
-  sphere = 0,    //!< Lloyd-Max for the exact law of one coordinate of a uniform unit vector in R^n
-  gaussian = 1,  //!< Lloyd-Max for N(0, 1/n)
-  uniform = 2,   //!< equally spaced levels
+  sphere = 0,    //!< Lloyd-Max for the exact law of one coordinate of a uniform unit vector in R^n (MSE-optimal)
+  gaussian = 1,  //!< Lloyd-Max for N(0, 1/n) truncated to [-1, 1] (the Gaussian approximation)
+  uniform = 2,   //!< equally spaced levels, step chosen to minimise the MSE under the exact law
 };
 
+//! Stable name of a kind ("sphere", "gaussian", "uniform"); "?" for a value outside the enum.
 inline const char* to_string(codebook_kind k) noexcept {
   switch (k) {
     case codebook_kind::sphere: return "sphere";
@@ -23,6 +25,7 @@ inline const char* to_string(codebook_kind k) noexcept {
   return "?";
 }
 
+//! Inverse of to_string. @throws bgtq::error(invalid_argument) naming the unknown string.
 inline codebook_kind parse_codebook_kind(const std::string& s) {
   if (s == "sphere") return codebook_kind::sphere;
   if (s == "gaussian") return codebook_kind::gaussian;

@@ -1,0 +1,139 @@
+#pragma once
+//! @file allocate/request.hpp
+//! What every bit allocator takes and returns, the budget rule B = floor(avg_bits * L),
+//! the objective J = sum_i s_i D(b_i), and the request validation all allocators share.
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "distortion.hpp"
+
+namespace bgtq {
+
+//! Total bit budget for `num_blocks` blocks at `avg_bits` bits each on average:
+//! floor(avg_bits * num_blocks + 1e-9). The 1e-9 guards products such as 3.0 * 64 or
+//! 2.5 * 3 that land a rounding error below an integer; fractional averages are allowed.
+//! @throws bgtq::error(invalid_argument) if avg_bits is negative, NaN or infinite,
+//! num_blocks < 1, or the product exceeds 2^53.
+inline std::int64_t budget_for(double avg_bits, int num_blocks) {
+  BGTQ_REQUIRE(std::isfinite(avg_bits) && avg_bits >= 0.0, errc::invalid_argument,
+               "avg_bits = " + detail::alloc_num(avg_bits) + " (must be finite and >= 0)");
+  BGTQ_REQUIRE(num_blocks >= 1, errc::invalid_argument,
+               "number of blocks = " + std::to_string(num_blocks) + " (must be >= 1)");
+  const double total = avg_bits * static_cast<double>(num_blocks) + 1e-9;
+  BGTQ_REQUIRE(total <= 9007199254740992.0, errc::invalid_argument,
+               "avg_bits = " + detail::alloc_num(avg_bits) + " times " + std::to_string(num_blocks) +
+                   " blocks is too large a budget");
+  return static_cast<std::int64_t>(std::floor(total));
+}
+
+//! One allocation problem: minimise sum_i s_i D(b_i) over integers
+//! b_min <= b_i <= b_max with sum_i b_i = budget.
+struct allocation_request {
+  std::span<const double> scores;  //!< s_i >= 0, finite; one per block (not owned)
+  std::int64_t budget = 0;         //!< B, total bit-steps (see budget_for)
+  int b_min = 1;                   //!< smallest width, 0..8 (0 lets a block be dropped)
+  int b_max = 8;                   //!< largest width, b_min..8
+  struct distortion_table distortion = distortion_table::rate4();  //!< the law D(b)
+};
+
+//! The result of an allocator.
+struct allocation {
+  std::vector<int> bits;         //!< b_i, one per block, each in [b_min, b_max]
+  double objective = 0;          //!< sum_i s_i D(b_i), summed in block order
+  std::int64_t total_bits = 0;   //!< sum_i b_i; equals the budget unless capped
+  bool capped = false;           //!< the budget exceeded L * b_max and was lowered to it
+  std::string warning;           //!< human-readable note (e.g. the cap), empty if none
+};
+
+//! J = sum_i s_i D(b_i), summed in index order (the value every allocator reports).
+//! @throws bgtq::error(shape_mismatch) if the spans differ in length, or
+//! bgtq::error(invalid_argument) for a width outside 0..8.
+inline double allocation_objective(std::span<const double> scores, std::span<const int> bits,
+                                   const struct distortion_table& d) {
+  BGTQ_REQUIRE(scores.size() == bits.size(), errc::shape_mismatch,
+               "objective: " + std::to_string(scores.size()) + " scores but " + std::to_string(bits.size()) +
+                   " widths");
+  double j = 0.0;
+  for (std::size_t i = 0; i < scores.size(); ++i) j += scores[i] * d(bits[i]);
+  return j;
+}
+
+namespace detail {
+
+//! The budget an allocator actually spends, after validation and capping.
+struct resolved_budget {
+  std::int64_t budget = 0;  //!< min(B, L * b_max)
+  bool capped = false;
+  std::string warning;
+};
+
+//! Checks b_min/b_max (0..8, b_min <= b_max).
+inline void check_width_range(int b_min, int b_max) {
+  BGTQ_REQUIRE(b_min >= 0 && b_min <= 8, errc::invalid_argument,
+               "b_min = " + std::to_string(b_min) + " is outside 0..8");
+  BGTQ_REQUIRE(b_max >= 0 && b_max <= 8, errc::invalid_argument,
+               "b_max = " + std::to_string(b_max) + " is outside 0..8");
+  BGTQ_REQUIRE(b_min <= b_max, errc::invalid_argument,
+               "b_min = " + std::to_string(b_min) + " exceeds b_max = " + std::to_string(b_max));
+}
+
+//! Checks one score; `where` names it ("score 3", "pool 1 score 3").
+inline void check_score(double s, const std::string& where_prefix, std::size_t i) {
+  if (!std::isfinite(s))
+    fail(errc::non_finite, where_prefix + "score " + std::to_string(i) + " is " + detail::alloc_num(s) +
+                               " (scores must be finite)");
+  if (s < 0.0)
+    fail(errc::invalid_argument, where_prefix + "score " + std::to_string(i) + " = " + detail::alloc_num(s) +
+                                     " is negative (scores must be >= 0)");
+}
+
+//! Feasibility and capping of budget B for L blocks in [b_min, b_max].
+//! @throws bgtq::error(infeasible) if B < L * b_min.
+inline resolved_budget resolve_budget(std::int64_t budget, std::size_t num_blocks, int b_min, int b_max) {
+  const auto L = static_cast<std::int64_t>(num_blocks);
+  const std::int64_t lo = L * b_min, hi = L * b_max;
+  if (budget < lo)
+    fail(errc::infeasible, "bit budget B = " + std::to_string(budget) + " is infeasible: L = " + std::to_string(L) +
+                               " blocks at b_min = " + std::to_string(b_min) + " need at least L * b_min = " +
+                               std::to_string(lo) + " bits");
+  resolved_budget r;
+  r.budget = budget;
+  if (budget > hi) {
+    r.budget = hi;
+    r.capped = true;
+    r.warning = "bit budget B = " + std::to_string(budget) + " exceeds L * b_max = " + std::to_string(L) + " * " +
+                std::to_string(b_max) + " = " + std::to_string(hi) + "; capped to " + std::to_string(hi) +
+                " (every block at b_max)";
+  }
+  return r;
+}
+
+//! Validates a request (non-empty finite non-negative scores, width range, table,
+//! feasibility) and returns the budget to spend.
+inline resolved_budget validate_request(const allocation_request& r) {
+  BGTQ_REQUIRE(!r.scores.empty(), errc::invalid_argument, "allocation request has no scores (no blocks)");
+  check_width_range(r.b_min, r.b_max);
+  r.distortion.validate();
+  for (std::size_t i = 0; i < r.scores.size(); ++i) check_score(r.scores[i], "", i);
+  return resolve_budget(r.budget, r.scores.size(), r.b_min, r.b_max);
+}
+
+//! Fills the bookkeeping fields of `a` from its bits.
+inline void finish_allocation(allocation& a, std::span<const double> scores, const struct distortion_table& d,
+                              const resolved_budget& rb) {
+  a.objective = allocation_objective(scores, a.bits, d);
+  a.total_bits = 0;
+  for (int b : a.bits) a.total_bits += b;
+  a.capped = rb.capped;
+  a.warning = rb.warning;
+}
+
+}  // namespace detail
+}  // namespace bgtq

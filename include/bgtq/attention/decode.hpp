@@ -1,0 +1,186 @@
+#pragma once
+//! @file attention/decode.hpp
+//! CPU decode attention over a kv_cache: a batch of sequences, one new query token each,
+//! GQA (the query heads of one KV head share one pass over its pages).
+//!
+//! Per (sequence, KV head): the key codec prepares the query once (Block-GTQ: gather
+//! and rotate per group); every page is scored straight from its codes; an online
+//! softmax (softmax.hpp) turns scores into weights; the value codec accumulates
+//! weighted codes in its own (rotated) domain; the fp16 window tokens are merged in the
+//! same softmax; the value codec rotates back once at the end. No key or value is
+//! decoded to memory and nothing is allocated: all scratch lives in an
+//! attention_workspace made once per thread.
+
+#include <cmath>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "../cache/kv_cache.hpp"
+#include "../core/vec16.hpp"
+#include "softmax.hpp"
+
+namespace bgtq {
+
+//! Scratch memory for decode_attention, sized for one cache (one per thread).
+class attention_workspace {
+ public:
+  attention_workspace() = default;
+  template <class Cache>
+  explicit attention_workspace(const Cache& c) {
+    const auto& cfg = c.config();
+    G_ = cfg.q_heads / cfg.kv_heads;
+    D_ = cfg.head_dim;
+    P_ = cfg.page_tokens;
+    std::size_t qf = 0, af = 0;
+    for (int l = 0; l < cfg.layers; ++l)
+      for (int h = 0; h < cfg.kv_heads; ++h) {
+        qf = std::max(qf, Cache::key_codec::query_floats(c.key(l, h), G_));
+        af = std::max(af, Cache::value_codec::acc_floats(c.value(l, h), G_));
+      }
+    window_ = cfg.sink + cfg.recent + Cache::block_tokens;
+    qbuf.assign(qf + 16, 0.0f);
+    acc.assign(af + 16, 0.0f);
+    scores.assign(static_cast<std::size_t>(G_) * P_ + 16, 0.0f);
+    weights.assign(static_cast<std::size_t>(G_) * P_ + 16, 0.0f);
+    tmp.assign(8u * static_cast<std::size_t>(P_) + 16, 0.0f);
+    raw.assign(static_cast<std::size_t>(G_) * D_, 0.0f);
+    outbuf.assign(static_cast<std::size_t>(G_) * D_, 0.0f);
+    wscores.assign(static_cast<std::size_t>(G_) * static_cast<std::size_t>(window_) + 1, 0.0f);
+    state.assign(static_cast<std::size_t>(G_), softmax_state{-INFINITY, 0.0f});
+    row.assign(static_cast<std::size_t>(D_), 0.0f);
+  }
+  //! True if this workspace was made for a cache of this shape.
+  template <class Cache>
+  bool fits(const Cache& c) const noexcept {
+    const auto& cfg = c.config();
+    return G_ == cfg.q_heads / cfg.kv_heads && D_ == cfg.head_dim && P_ == cfg.page_tokens &&
+           window_ >= cfg.sink + cfg.recent + Cache::block_tokens && !qbuf.empty();
+  }
+
+  std::vector<float> qbuf, acc, scores, weights, tmp, raw, outbuf, wscores, row;
+  std::vector<softmax_state> state;
+
+ private:
+  int G_ = 0, D_ = 0, P_ = 0, window_ = 0;
+};
+
+namespace detail {
+
+inline float dot_half_row(const float* q, const std::uint16_t* k, int D) {
+  float s = 0.0f;
+  for (int j = 0; j < D; ++j) s += q[j] * half_bits_to_float(k[j]);
+  return s;
+}
+
+}  // namespace detail
+
+//! Decode attention for one layer.
+//! @param seqs  sequence ids (batch B); each must hold at least one token in `layer`
+//! @param q     [B][q_heads][head_dim] post-RoPE queries of the new tokens
+//! @param out   [B][q_heads][head_dim] attention outputs
+//! @param scale logit scale; 0 means 1/sqrt(head_dim)
+//! @throws bgtq::error for an unknown sequence, an empty one, or a workspace made for
+//!         another cache shape.
+template <class Cache>
+void decode_attention(const Cache& cache, int layer, std::span<const int> seqs, const float* q, float* out,
+                      attention_workspace& ws, float scale = 0.0f) {
+  using K = typename Cache::key_codec;
+  using V = typename Cache::value_codec;
+  using L = typename Cache::layout;
+  const auto& cfg = cache.config();
+  BGTQ_REQUIRE(ws.fits(cache), errc::invalid_argument, "decode_attention: workspace was made for another cache shape");
+  const int G = cfg.q_heads / cfg.kv_heads;
+  const int D = cfg.head_dim;
+  const int P = cfg.page_tokens;
+  const float sc = scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(D)) : scale;
+  const simd::vf16 scv = simd::set1(sc);
+  for (std::size_t b = 0; b < seqs.size(); ++b) {
+    const int seq = seqs[b];
+    const auto view = cache.view(seq, layer);
+    const std::int64_t nwin = view.sink + view.tail;
+    BGTQ_REQUIRE(view.quantized + nwin > 0, errc::invalid_argument,
+                 "decode_attention: sequence " + std::to_string(seq) + " has no tokens in layer " + std::to_string(layer));
+    for (int h = 0; h < cfg.kv_heads; ++h) {
+      const float* qh = q + (b * static_cast<std::size_t>(cfg.q_heads) + static_cast<std::size_t>(h) * G) * D;
+      float* oh = out + (b * static_cast<std::size_t>(cfg.q_heads) + static_cast<std::size_t>(h) * G) * D;
+      const auto& ks = cache.key(layer, h);
+      const auto& vs = cache.value(layer, h);
+      K::prepare_query(ks, qh, G, ws.qbuf.data());
+      for (int g = 0; g < G; ++g) ws.state[static_cast<std::size_t>(g)] = softmax_state{-INFINITY, 0.0f};
+      const std::size_t accn = V::acc_floats(vs, G);
+      std::fill(ws.acc.begin(), ws.acc.begin() + static_cast<std::ptrdiff_t>(accn), 0.0f);
+      std::fill(ws.raw.begin(), ws.raw.end(), 0.0f);
+      const std::size_t voff = cache.value_offset(layer, h);
+      const std::int64_t npages = (view.quantized + P - 1) / P;
+      for (std::int64_t pi = 0; pi < npages; ++pi) {
+        const int nvalid = static_cast<int>(std::min<std::int64_t>(P, view.quantized - pi * P));
+        const int chunks = (nvalid + 15) / 16;
+        const std::uint8_t* page = cache.page_ptr(view.pages[pi], layer, h);
+        K::template score_page<L>(ks, ws.qbuf.data(), G, page, nvalid, ws.scores.data());
+        for (int g = 0; g < G; ++g) {
+          float* s = ws.scores.data() + static_cast<std::size_t>(g) * P;
+          simd::vf16 mx = simd::set1(-INFINITY);
+          for (int c = 0; c < chunks; ++c) {
+            const int left = nvalid - c * 16;
+            const std::uint32_t valid = left >= 16 ? 0xffffu : ((1u << left) - 1u);
+            const simd::vf16 v = simd::select_valid(simd::mul(simd::load(s + c * 16), scv), valid, -INFINITY);
+            simd::store(s + c * 16, v);
+            mx = simd::max(mx, v);
+          }
+          softmax_state& st = ws.state[static_cast<std::size_t>(g)];
+          const float f = lazy_update(st, simd::hmax(mx));
+          if (f != 1.0f) {
+            float* a = ws.acc.data() + (accn / G) * static_cast<std::size_t>(g);
+            for (std::size_t i = 0; i < accn / G; ++i) a[i] *= f;
+            for (int j = 0; j < D; ++j) ws.raw[static_cast<std::size_t>(g) * D + j] *= f;
+          }
+          const simd::vf16 mv = simd::set1(st.m);
+          simd::vf16 lsum = simd::zero();
+          float* w = ws.weights.data() + static_cast<std::size_t>(g) * P;
+          for (int c = 0; c < chunks; ++c) {
+            const simd::vf16 e = simd::exp(simd::sub(simd::load(s + c * 16), mv));
+            simd::store(w + c * 16, e);
+            lsum = simd::add(lsum, e);
+          }
+          st.l += simd::hsum(lsum);
+        }
+        V::template accumulate_page<L>(vs, page + voff, nvalid, ws.weights.data(), G, ws.acc.data(), ws.tmp.data());
+      }
+      if (nwin > 0) {
+        // fp16 window: sink tokens then the recent tail
+        for (int g = 0; g < G; ++g) {
+          float mx = -INFINITY;
+          for (std::int64_t i = 0; i < nwin; ++i) {
+            const float s = detail::dot_half_row(qh + static_cast<std::size_t>(g) * D, cache.window_key(seq, layer, h, i), D) * sc;
+            ws.wscores[static_cast<std::size_t>(g) * nwin + i] = s;
+            mx = std::max(mx, s);
+          }
+          softmax_state& st = ws.state[static_cast<std::size_t>(g)];
+          const float f = lazy_update(st, mx);
+          if (f != 1.0f) {
+            float* a = ws.acc.data() + (accn / G) * static_cast<std::size_t>(g);
+            for (std::size_t i = 0; i < accn / G; ++i) a[i] *= f;
+            for (int j = 0; j < D; ++j) ws.raw[static_cast<std::size_t>(g) * D + j] *= f;
+          }
+          for (std::int64_t i = 0; i < nwin; ++i) {
+            const float w = std::exp(ws.wscores[static_cast<std::size_t>(g) * nwin + i] - st.m);
+            st.l += w;
+            const std::uint16_t* vr = cache.window_value(seq, layer, h, i);
+            float* r = ws.raw.data() + static_cast<std::size_t>(g) * D;
+            for (int j = 0; j < D; ++j) r[j] += w * half_bits_to_float(vr[j]);
+          }
+        }
+      }
+      std::copy(ws.raw.begin(), ws.raw.end(), ws.outbuf.begin());
+      V::finish(vs, ws.acc.data(), G, ws.outbuf.data());
+      for (int g = 0; g < G; ++g) {
+        const float inv = 1.0f / ws.state[static_cast<std::size_t>(g)].l;
+        for (int j = 0; j < D; ++j) oh[static_cast<std::size_t>(g) * D + j] = ws.outbuf[static_cast<std::size_t>(g) * D + j] * inv;
+      }
+    }
+  }
+}
+
+}  // namespace bgtq

@@ -1,0 +1,55 @@
+#pragma once
+//! @file attention/softmax.hpp
+//! Online-softmax state shared by the CPU attention and the CUDA kernels.
+//! A state (m, l) stands for weights exp(s - m) with l = sum of them. `merge`
+//! combines two partial states (flash-decoding's log-sum-exp merge); `lazy_update`
+//! keeps the reference max unless a new score exceeds it by `rescale_margin`, so the
+//! accumulator is rescaled rarely while exp(s - m) <= e^margin can never overflow.
+
+#include "../config.hpp"
+
+namespace bgtq {
+
+//! Running max and sum of an online softmax.
+struct softmax_state {
+  float m;  //!< reference max (-inf when empty)
+  float l;  //!< sum of exp(s - m)
+};
+
+//! Scores may exceed the reference max by this much (natural log units) before the
+//! accumulators are rescaled: weights stay <= e^16 ~ 8.9e6, far from float overflow.
+inline constexpr float rescale_margin = 16.0f;
+
+//! Returns the factor by which existing accumulators must be multiplied when a block
+//! whose max score is `block_max` arrives, and updates st.m (st.l is scaled too).
+//! The factor is 1 when no rescale is needed.
+BGTQ_HOST_DEVICE float lazy_update(softmax_state& st, float block_max) {
+  if (st.m == -__builtin_inff()) {
+    if (block_max == -__builtin_inff()) return 1.0f;
+    st.m = block_max;  // first block: accumulators are still zero
+    st.l = 0.0f;
+    return 0.0f;
+  }
+  if (!(block_max > st.m + rescale_margin)) return 1.0f;
+  const float f = __builtin_expf(st.m - block_max);
+  st.l *= f;
+  st.m = block_max;
+  return f;
+}
+
+//! Merges partial state b into a; returns the factors to apply to a's and b's
+//! accumulators (fa, fb) so that acc = fa*acc_a + fb*acc_b.
+BGTQ_HOST_DEVICE void merge(softmax_state& a, const softmax_state& b, float& fa, float& fb) {
+  const float m = a.m > b.m ? a.m : b.m;
+  if (m == -__builtin_inff()) {
+    fa = 1.0f;
+    fb = 0.0f;
+    return;
+  }
+  fa = a.m == -__builtin_inff() ? 0.0f : __builtin_expf(a.m - m);
+  fb = b.m == -__builtin_inff() ? 0.0f : __builtin_expf(b.m - m);
+  a.l = a.l * fa + b.l * fb;
+  a.m = m;
+}
+
+}  // namespace bgtq

@@ -1,0 +1,76 @@
+#pragma once
+//! @file cache/factory.hpp
+//! Ready-made caches: Block-GTQ keys + TQ-MSE values from a plan, uniform TQ-MSE,
+//! fp16, and the codec states they are built from.
+
+#include <vector>
+
+#include "../codec/block_gtq.hpp"
+#include "../plan/plan.hpp"
+#include "fp16_pages.hpp"
+#include "gtq_pages.hpp"
+#include "kv_cache.hpp"
+
+namespace bgtq {
+
+//! Block-GTQ keys + TQ-MSE values (the method).
+template <class Layout = bit_plane_layout>
+using bgtq_cache = kv_cache<gtq_pages, gtq_pages, Layout>;
+//! The fp16 baseline.
+template <class Layout = bit_plane_layout>
+using fp16_cache = kv_cache<fp16_pages, fp16_pages, Layout>;
+
+//! Key states of every (layer, KV head) from a plan's per-head groups.
+inline std::vector<gtq_pages::head_state> plan_key_states(const plan& p) {
+  validate(p);
+  std::vector<gtq_pages::head_state> out;
+  out.reserve(p.heads.size());
+  for (int l = 0; l < p.layers; ++l)
+    for (int h = 0; h < p.kv_heads; ++h) out.push_back(gtq_pages::make(block_gtq_codec::from_plan(p, l, h)));
+  return out;
+}
+
+//! Value states from a plan: uniform TQ-MSE over the whole head (natural dim order) at
+//! p.value_bits with p.value_rotation and each head's value seed.
+inline std::vector<gtq_pages::head_state> plan_value_states(const plan& p) {
+  validate(p);
+  const rope_layout natural(p.rope.head_dim, rope_pairing::interleaved);
+  std::vector<gtq_pages::head_state> out;
+  out.reserve(p.heads.size());
+  for (int l = 0; l < p.layers; ++l)
+    for (int h = 0; h < p.kv_heads; ++h) {
+      head_plan hp = uniform_head_plan(natural.num_blocks(), p.value_bits, p.value_seed(l, h), 0);
+      for (auto& g : hp.groups) {
+        g.rotation = p.value_rotation;
+        g.seed = p.value_seed(l, h);
+      }
+      out.push_back(gtq_pages::make(block_gtq_codec(hp, natural, key_codec_options{p.codebook, p.value_radius, p.norm_correction})));
+    }
+  return out;
+}
+
+//! fp16 states for every (layer, KV head).
+inline std::vector<fp16_pages::head_state> fp16_states(int layers, int kv_heads, int head_dim) {
+  return std::vector<fp16_pages::head_state>(static_cast<std::size_t>(layers) * static_cast<std::size_t>(kv_heads),
+                                             fp16_pages::make(head_dim));
+}
+
+//! cache_config matching a plan's shape.
+inline cache_config config_for(const plan& p, int max_pages, int page_tokens = 64) {
+  cache_config c;
+  c.layers = p.layers;
+  c.kv_heads = p.kv_heads;
+  c.q_heads = p.q_heads;
+  c.head_dim = p.rope.head_dim;
+  c.max_pages = max_pages;
+  c.page_tokens = page_tokens;
+  return c;
+}
+
+//! A Block-GTQ cache (keys per the plan's groups, values uniform TQ-MSE) for a plan.
+template <class Layout = bit_plane_layout>
+bgtq_cache<Layout> make_bgtq_cache(const plan& p, const cache_config& cfg) {
+  return bgtq_cache<Layout>(cfg, plan_key_states(p), plan_value_states(p));
+}
+
+}  // namespace bgtq

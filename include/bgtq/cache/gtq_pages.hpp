@@ -1,0 +1,326 @@
+#pragma once
+//! @file cache/gtq_pages.hpp
+//! Page codec for grouped TQ-MSE: Block-GTQ keys, uniform TQ-MSE keys (one group of
+//! all blocks) and TQ-MSE values (one group over the whole head). The math is the
+//! flat codec's (block_gtq_codec / tq_quantizer); this file only places codes in pages
+//! and scores / accumulates straight from them in the rotated domain.
+//!
+//! Page part of one (layer, KV head), P tokens:
+//! `// [group 0 codes: Layout region (n0 coords, b0 bits, P tokens)] ... [group G-1 codes]
+//! //  [radii: [group][P] fp16 or fp32, little-endian]`
+//!
+//! Attention never decodes a key or value to memory: the query of each group is
+//! rotated once (q_rot = P_g q_g) and every key costs codebook lookups and
+//! multiply-adds; values are accumulated as sum_t w_t r_t c(idx_t) per coordinate and
+//! rotated back once per step (finish).
+
+#include <cstdint>
+#include <cstring>
+#include <vector>
+
+#include "../codec/block_gtq.hpp"
+#include "../core/vec16.hpp"
+#include "page_layout.hpp"
+
+namespace bgtq {
+
+//! Grouped TQ-MSE page codec (stateless policy; per-head data lives in head_state).
+struct gtq_pages {
+  static constexpr const char* name = "gtq";
+  //! Tokens encoded together (1: every token is independent).
+  static constexpr int tokens_per_block = 1;
+
+  //! Per-(layer, KV head) state.
+  struct head_state {
+    block_gtq_codec codec;              //!< groups, quantizers, dims
+    int P = 0;                          //!< tokens per page
+    std::vector<std::size_t> region;    //!< per group: offset of its code region
+    std::vector<int> coord_off;         //!< per group: offset of its coordinates in [0, D)
+    std::size_t radii = 0;              //!< offset of the radii array
+    std::size_t bytes = 0;              //!< bytes of this codec's part of a page
+    int dim() const noexcept { return codec.dim(); }
+  };
+
+  //! State for a Block-GTQ (or uniform TQ) key codec.
+  static head_state make(block_gtq_codec codec) {
+    head_state s;
+    s.codec = std::move(codec);
+    int off = 0;
+    for (const auto& g : s.codec.groups()) {
+      s.coord_off.push_back(off);
+      off += g.quantizer.dim();
+    }
+    return s;
+  }
+
+  //! Computes the page offsets for P tokens; returns the bytes of this codec's page part.
+  template <class Layout>
+  static std::size_t configure(head_state& s, int P) {
+    s.P = P;
+    s.region.clear();
+    std::size_t off = 0;
+    for (const auto& g : s.codec.groups()) {
+      s.region.push_back(off);
+      off += Layout::bytes(g.quantizer.dim(), g.quantizer.bits(), P);
+    }
+    s.radii = off;
+    if (!s.codec.groups().empty())
+      off += s.codec.groups().size() * static_cast<std::size_t>(P) * radius_size(s);
+    s.bytes = (off + 63u) & ~static_cast<std::size_t>(63u);
+    return s.bytes;
+  }
+
+  static std::size_t radius_size(const head_state& s) {
+    return s.codec.groups().empty() ? 2u : (s.codec.groups().front().quantizer.fp32_radius() ? 4u : 2u);
+  }
+
+  //! Encodes nt finite rows x[i*stride .. +D) into page slots t0 .. t0+nt-1.
+  template <class Layout>
+  static void encode_block(const head_state& s, const float* x, std::size_t stride, int nt, std::uint8_t* page, int t0,
+                           encode_stats* st) {
+    alignas(64) float sub[max_codec_dim];
+    alignas(64) std::uint8_t codes[max_codec_dim];
+    const std::size_t rb = radius_size(s);
+    for (int i = 0; i < nt; ++i) {
+      const float* row = x + static_cast<std::size_t>(i) * stride;
+      const int t = t0 + i;
+      if (st) ++st->vectors;
+      for (std::size_t gi = 0; gi < s.codec.groups().size(); ++gi) {
+        const gtq_group& g = s.codec.groups()[gi];
+        const int n = g.quantizer.dim();
+        for (int j = 0; j < n; ++j) sub[j] = row[g.dims[static_cast<std::size_t>(j)]];
+        float r = 0.0f;
+        encode_stats local;
+        (void)g.quantizer.quantize(sub, codes, r, &local);
+        if (st) {  // a token counts once; clamps and zero sub-vectors count per group
+          st->clamped_radii += local.clamped_radii;
+          st->zero_vectors += local.zero_vectors;
+        }
+        Layout::store(page + s.region[gi], n, g.quantizer.bits(), s.P, t, codes);
+        detail::store_radius(page + s.radii + (gi * static_cast<std::size_t>(s.P) + static_cast<std::size_t>(t)) * rb, r,
+                             rb == 4);
+      }
+    }
+  }
+
+  //! Decodes slot t into x[D] (reference and tests only).
+  template <class Layout>
+  static void decode_token(const head_state& s, const std::uint8_t* page, int t, float* x) {
+    alignas(64) float sub[max_codec_dim];
+    alignas(64) std::uint8_t codes[max_codec_dim];
+    const std::size_t rb = radius_size(s);
+    for (int j = 0; j < s.dim(); ++j) x[j] = 0.0f;
+    for (std::size_t gi = 0; gi < s.codec.groups().size(); ++gi) {
+      const gtq_group& g = s.codec.groups()[gi];
+      const int n = g.quantizer.dim();
+      for (int j = 0; j < n; ++j)
+        codes[j] = static_cast<std::uint8_t>(Layout::load(page + s.region[gi], n, g.quantizer.bits(), s.P, t, j));
+      const float r = detail::load_radius(
+          page + s.radii + (gi * static_cast<std::size_t>(s.P) + static_cast<std::size_t>(t)) * rb, rb == 4);
+      g.quantizer.dequantize(codes, r, sub);
+      for (int j = 0; j < n; ++j) x[g.dims[static_cast<std::size_t>(j)]] = sub[j];
+    }
+  }
+
+  // ------------------------------------------------------------------ key role
+  //! Floats of the prepared-query buffer for G query heads.
+  static std::size_t query_floats(const head_state& s, int G) { return static_cast<std::size_t>(G) * s.dim(); }
+
+  //! qbuf[G*coord_off[g] + h*n_g + j] = (P_g q_h|g)_j : each group's query, rotated once.
+  static void prepare_query(const head_state& s, const float* q, int G, float* qbuf) {
+    alignas(64) float sub[max_codec_dim];
+    const int D = s.dim();
+    for (std::size_t gi = 0; gi < s.codec.groups().size(); ++gi) {
+      const gtq_group& g = s.codec.groups()[gi];
+      const int n = g.quantizer.dim();
+      for (int h = 0; h < G; ++h) {
+        for (int j = 0; j < n; ++j) sub[j] = q[static_cast<std::size_t>(h) * D + g.dims[static_cast<std::size_t>(j)]];
+        g.quantizer.rotation().apply(sub, qbuf + static_cast<std::size_t>(G) * s.coord_off[gi] + static_cast<std::size_t>(h) * n);
+      }
+    }
+  }
+
+  //! scores[h*P + t] = q_h . k_hat_t for t < round_up(nvalid, 16) (lanes past nvalid are
+  //! finite garbage the caller masks).
+  template <class Layout>
+  static void score_page(const head_state& s, const float* qbuf, int G, const std::uint8_t* page, int nvalid,
+                         float* scores) {
+    const int chunks = (nvalid + 15) / 16;
+    const std::size_t P = static_cast<std::size_t>(s.P);
+    if (s.codec.groups().empty()) {
+      for (int h = 0; h < G; ++h)
+        for (int t = 0; t < chunks * 16; ++t) scores[h * P + static_cast<std::size_t>(t)] = 0.0f;
+      return;
+    }
+    for (std::size_t gi = 0; gi < s.codec.groups().size(); ++gi) {
+      const gtq_group& g = s.codec.groups()[gi];
+      const float* qg = qbuf + static_cast<std::size_t>(G) * s.coord_off[gi];
+      for (int h = 0; h < G;) {
+        const int left = G - h;
+#if defined(BGTQ_SIMD_AVX512)
+        const int gb = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
+#else
+        const int gb = left >= 4 ? 4 : left >= 2 ? 2 : 1;
+#endif
+        dispatch_bits(g.quantizer.bits(), [&](auto bits_c) {
+          constexpr int B = decltype(bits_c)::value;
+          switch (gb) {
+#if defined(BGTQ_SIMD_AVX512)
+            case 8: score_group<Layout, B, 8>(s, gi, qg + static_cast<std::size_t>(h) * g.quantizer.dim(), page, chunks, scores + h * P); break;
+#endif
+            case 4: score_group<Layout, B, 4>(s, gi, qg + static_cast<std::size_t>(h) * g.quantizer.dim(), page, chunks, scores + h * P); break;
+            case 2: score_group<Layout, B, 2>(s, gi, qg + static_cast<std::size_t>(h) * g.quantizer.dim(), page, chunks, scores + h * P); break;
+            default: score_group<Layout, B, 1>(s, gi, qg + static_cast<std::size_t>(h) * g.quantizer.dim(), page, chunks, scores + h * P); break;
+          }
+        });
+        h += gb;
+      }
+    }
+  }
+
+  // ------------------------------------------------------------------ value role
+  //! Floats of the value accumulator for G query heads: [G][D][16] lane partials.
+  static std::size_t acc_floats(const head_state& s, int G) { return static_cast<std::size_t>(G) * s.dim() * 16u; }
+
+  //! acc[h][c][lane] += w[h*P + t] * r_t * c(idx_{t,c}) over the page's valid tokens, in
+  //! the rotated domain of each group. tmp: at least 8*P floats.
+  template <class Layout>
+  static void accumulate_page(const head_state& s, const std::uint8_t* page, int nvalid, const float* w, int G, float* acc,
+                              float* tmp) {
+    const int chunks = (nvalid + 15) / 16;
+    const std::size_t P = static_cast<std::size_t>(s.P);
+    const std::size_t rb = radius_size(s);
+    for (std::size_t gi = 0; gi < s.codec.groups().size(); ++gi) {
+      const gtq_group& g = s.codec.groups()[gi];
+      const std::uint8_t* radii = page + s.radii + gi * P * rb;
+      for (int h = 0; h < G;) {
+        const int left = G - h;
+        const int gb = left >= 4 ? 4 : left >= 2 ? 2 : 1;
+        // tmp[hh][t] = w[h+hh][t] * r_t (zero past nvalid)
+        for (int hh = 0; hh < gb; ++hh) {
+          for (int c = 0; c < chunks; ++c) {
+            const simd::vf16 r = load_radii16(radii + static_cast<std::size_t>(c) * 16u * rb, rb == 4);
+            const simd::vf16 wv = simd::load(w + (h + hh) * P + static_cast<std::size_t>(c) * 16u);
+            simd::store(tmp + hh * P + static_cast<std::size_t>(c) * 16u, simd::mul(wv, r));
+          }
+        }
+        float* acc_h = acc + (static_cast<std::size_t>(h) * s.dim() + static_cast<std::size_t>(s.coord_off[gi])) * 16u;
+        dispatch_bits(g.quantizer.bits(), [&](auto bits_c) {
+          constexpr int B = decltype(bits_c)::value;
+          switch (gb) {
+            case 4: accumulate_group<Layout, B, 4>(s, gi, page, chunks, tmp, acc_h); break;
+            case 2: accumulate_group<Layout, B, 2>(s, gi, page, chunks, tmp, acc_h); break;
+            default: accumulate_group<Layout, B, 1>(s, gi, page, chunks, tmp, acc_h); break;
+          }
+        });
+        h += gb;
+      }
+    }
+  }
+
+  //! out[h][D] += P_g^T (lane sums of acc) for every group: the rotation back, once per step.
+  static void finish(const head_state& s, const float* acc, int G, float* out) {
+    alignas(64) float y[max_codec_dim];
+    alignas(64) float x[max_codec_dim];
+    const int D = s.dim();
+    for (int h = 0; h < G; ++h) {
+      for (std::size_t gi = 0; gi < s.codec.groups().size(); ++gi) {
+        const gtq_group& g = s.codec.groups()[gi];
+        const int n = g.quantizer.dim();
+        const float* a = acc + (static_cast<std::size_t>(h) * D + static_cast<std::size_t>(s.coord_off[gi])) * 16u;
+        for (int j = 0; j < n; ++j) y[j] = simd::hsum(simd::load(a + static_cast<std::size_t>(j) * 16u));
+        g.quantizer.rotation().apply_transpose(y, x);
+        for (int j = 0; j < n; ++j) out[static_cast<std::size_t>(h) * D + g.dims[static_cast<std::size_t>(j)]] += x[j];
+      }
+    }
+  }
+
+ private:
+  template <int B>
+  struct bits_tag {
+    static constexpr int value = B;
+  };
+  template <class F>
+  static void dispatch_bits(int b, F&& f) {
+    switch (b) {
+      case 1: f(bits_tag<1>{}); break;
+      case 2: f(bits_tag<2>{}); break;
+      case 3: f(bits_tag<3>{}); break;
+      case 4: f(bits_tag<4>{}); break;
+      case 5: f(bits_tag<5>{}); break;
+      case 6: f(bits_tag<6>{}); break;
+      case 7: f(bits_tag<7>{}); break;
+      default: f(bits_tag<8>{}); break;
+    }
+  }
+
+  static simd::vf16 load_radii16(const std::uint8_t* p, bool fp32) {
+    if (fp32) {
+      alignas(64) float r[16];
+      std::memcpy(r, p, 64);
+      return simd::load(r);
+    }
+    return simd::load_half(p);
+  }
+
+  template <class Layout, int B, int GB>
+  static void score_group(const head_state& s, std::size_t gi, const float* q, const std::uint8_t* page, int chunks,
+                          float* scores) {
+    const gtq_group& g = s.codec.groups()[gi];
+    const int n = g.quantizer.dim();
+    const float* cent = g.quantizer.centroids();
+    const std::uint8_t* region = page + s.region[gi];
+    const std::size_t P = static_cast<std::size_t>(s.P);
+    const std::size_t rb = radius_size(s);
+    const std::uint8_t* radii = page + s.radii + gi * P * rb;
+    const bool first = gi == 0;
+    for (int c = 0; c < chunks; ++c) {
+      const int t0 = c * 16;
+      simd::vf16 acc[GB];
+      for (int hh = 0; hh < GB; ++hh) acc[hh] = simd::zero();
+      for (int j = 0; j < n; ++j) {
+        const simd::vf16 cv = simd::lookup<B>(cent, Layout::template load16<B>(region, n, s.P, t0, j));
+        for (int hh = 0; hh < GB; ++hh) acc[hh] = simd::fma(cv, simd::set1(q[hh * n + j]), acc[hh]);
+      }
+      const simd::vf16 r = load_radii16(radii + static_cast<std::size_t>(t0) * rb, rb == 4);
+      for (int hh = 0; hh < GB; ++hh) {
+        float* dst = scores + hh * P + static_cast<std::size_t>(t0);
+        simd::store(dst, first ? simd::mul(acc[hh], r) : simd::fma(acc[hh], r, simd::load(dst)));
+      }
+    }
+  }
+
+  template <class Layout, int B, int GB>
+  static void accumulate_group(const head_state& s, std::size_t gi, const std::uint8_t* page, int chunks, const float* wr,
+                               float* acc) {
+    const gtq_group& g = s.codec.groups()[gi];
+    const int n = g.quantizer.dim();  // always even
+    const float* cent = g.quantizer.centroids();
+    const std::uint8_t* region = page + s.region[gi];
+    const std::size_t P = static_cast<std::size_t>(s.P);
+    const std::size_t hstride = static_cast<std::size_t>(s.dim()) * 16u;
+    for (int j = 0; j < n; j += 2) {
+      simd::vf16 a0[GB], a1[GB];
+      for (int hh = 0; hh < GB; ++hh) {
+        a0[hh] = simd::load(acc + hh * hstride + static_cast<std::size_t>(j) * 16u);
+        a1[hh] = simd::load(acc + hh * hstride + static_cast<std::size_t>(j + 1) * 16u);
+      }
+      for (int c = 0; c < chunks; ++c) {
+        const int t0 = c * 16;
+        const simd::vf16 c0 = simd::lookup<B>(cent, Layout::template load16<B>(region, n, s.P, t0, j));
+        const simd::vf16 c1 = simd::lookup<B>(cent, Layout::template load16<B>(region, n, s.P, t0, j + 1));
+        for (int hh = 0; hh < GB; ++hh) {
+          const simd::vf16 wv = simd::load(wr + hh * P + static_cast<std::size_t>(t0));
+          a0[hh] = simd::fma(c0, wv, a0[hh]);
+          a1[hh] = simd::fma(c1, wv, a1[hh]);
+        }
+      }
+      for (int hh = 0; hh < GB; ++hh) {
+        simd::store(acc + hh * hstride + static_cast<std::size_t>(j) * 16u, a0[hh]);
+        simd::store(acc + hh * hstride + static_cast<std::size_t>(j + 1) * 16u, a1[hh]);
+      }
+    }
+  }
+};
+
+}  // namespace bgtq

@@ -1,0 +1,59 @@
+#pragma once
+//! @file codec/tq_math.hpp
+//! The scalar pieces of TQ-MSE shared by the CPU codecs and the CUDA kernels
+//! (`BGTQ_HOST_DEVICE`, no allocation, no exceptions). One definition, so the two
+//! can never drift.
+
+#include <cstdint>
+
+#include "../config.hpp"
+#include "../core/half.hpp"
+
+namespace bgtq::detail {
+
+//! Index of the quantization cell of y: the number of thresholds t_k with y > t_k,
+//! found by binary search over the 2^bits - 1 ascending thresholds (y equal to a
+//! threshold goes to the lower cell; NaN goes to cell 0). bits in 1..8.
+BGTQ_HOST_DEVICE int quantize_sorted(float y, const float* thresholds, int bits) {
+  int idx = 0;
+  for (int k = bits - 1; k >= 0; --k) {
+    const int step = 1 << k;
+    if (y > thresholds[idx + step - 1]) idx += step;
+  }
+  return idx;
+}
+
+//! Stores a radius in the given width: 2 bytes (fp16 bits) or 4 bytes (fp32).
+//! fp16 saturates at 65504 (the caller counts clamps).
+BGTQ_HOST_DEVICE void store_radius(std::uint8_t* dst, float r, bool fp32) {
+  if (fp32) {
+    const std::uint32_t u = float_as_bits(r);
+    dst[0] = static_cast<std::uint8_t>(u);
+    dst[1] = static_cast<std::uint8_t>(u >> 8);
+    dst[2] = static_cast<std::uint8_t>(u >> 16);
+    dst[3] = static_cast<std::uint8_t>(u >> 24);
+  } else {
+    const float c = r > half_max ? half_max : r;
+    const std::uint16_t h = float_to_half_bits(c);
+    dst[0] = static_cast<std::uint8_t>(h);
+    dst[1] = static_cast<std::uint8_t>(h >> 8);
+  }
+}
+
+//! Loads a radius stored by store_radius.
+BGTQ_HOST_DEVICE float load_radius(const std::uint8_t* src, bool fp32) {
+  if (fp32) {
+    const std::uint32_t u = static_cast<std::uint32_t>(src[0]) | (static_cast<std::uint32_t>(src[1]) << 8) |
+                            (static_cast<std::uint32_t>(src[2]) << 16) | (static_cast<std::uint32_t>(src[3]) << 24);
+    return bits_as_float(u);
+  }
+  return half_bits_to_float(static_cast<std::uint16_t>(src[0] | (src[1] << 8)));
+}
+
+//! The value a radius takes once stored (fp16 rounding and clamping, or exact fp32).
+BGTQ_HOST_DEVICE float round_radius(float r, bool fp32) {
+  if (fp32) return r;
+  return half_bits_to_float(float_to_half_bits(r > half_max ? half_max : r));
+}
+
+}  // namespace bgtq::detail

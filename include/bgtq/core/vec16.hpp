@@ -1,0 +1,270 @@
+#pragma once
+//! @file core/vec16.hpp
+//! A 16-lane float / int32 vector with one definition per ISA (AVX-512: one zmm;
+//! AVX2: two ymm; scalar: plain arrays), so the attention kernels are written once.
+//! Lane l of a vector always holds token (or coordinate) l of a 16-wide chunk.
+//! Only what the kernels need is here; everything is force-inlined.
+
+#include <cstdint>
+#include <cstring>
+
+#include "../config.hpp"
+#include "half.hpp"
+
+#if defined(BGTQ_SIMD_AVX2) || defined(BGTQ_SIMD_AVX512)
+#include <immintrin.h>
+#endif
+
+namespace bgtq::simd {
+
+#if defined(BGTQ_SIMD_AVX512)
+
+struct vf16 {
+  __m512 v;
+};
+struct vi16 {
+  __m512i v;
+};
+
+BGTQ_FORCEINLINE vf16 zero() { return {_mm512_setzero_ps()}; }
+BGTQ_FORCEINLINE vf16 set1(float x) { return {_mm512_set1_ps(x)}; }
+BGTQ_FORCEINLINE vf16 load(const float* p) { return {_mm512_loadu_ps(p)}; }
+BGTQ_FORCEINLINE void store(float* p, vf16 a) { _mm512_storeu_ps(p, a.v); }
+BGTQ_FORCEINLINE vf16 add(vf16 a, vf16 b) { return {_mm512_add_ps(a.v, b.v)}; }
+BGTQ_FORCEINLINE vf16 sub(vf16 a, vf16 b) { return {_mm512_sub_ps(a.v, b.v)}; }
+BGTQ_FORCEINLINE vf16 mul(vf16 a, vf16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
+BGTQ_FORCEINLINE vf16 fma(vf16 a, vf16 b, vf16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
+BGTQ_FORCEINLINE vf16 max(vf16 a, vf16 b) { return {_mm512_max_ps(a.v, b.v)}; }
+BGTQ_FORCEINLINE float hmax(vf16 a) { return _mm512_reduce_max_ps(a.v); }
+BGTQ_FORCEINLINE float hsum(vf16 a) { return _mm512_reduce_add_ps(a.v); }
+//! Lanes whose bit in `valid` is 0 become `fill`.
+BGTQ_FORCEINLINE vf16 select_valid(vf16 a, std::uint32_t valid, float fill) {
+  return {_mm512_mask_blend_ps(static_cast<__mmask16>(valid), _mm512_set1_ps(fill), a.v)};
+}
+//! 16 fp16 values (little-endian bits) to float.
+BGTQ_FORCEINLINE vf16 load_half(const std::uint8_t* p) {
+  return {_mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)))};
+}
+BGTQ_FORCEINLINE vi16 izero() { return {_mm512_setzero_si512()}; }
+BGTQ_FORCEINLINE vi16 iload(const std::int32_t* p) { return {_mm512_loadu_si512(p)}; }
+//! idx |= bit where the lane's bit in mask16 is set.
+BGTQ_FORCEINLINE vi16 or_masked(vi16 idx, std::uint32_t mask16, int bit) {
+  return {_mm512_mask_or_epi32(idx.v, static_cast<__mmask16>(mask16), idx.v, _mm512_set1_epi32(bit))};
+}
+//! table[idx] per lane; table has at least 2^Bits entries (padded to 256 in practice).
+template <int Bits>
+BGTQ_FORCEINLINE vf16 lookup(const float* table, vi16 idx) {
+  if constexpr (Bits <= 4) {
+    return {_mm512_permutexvar_ps(idx.v, _mm512_loadu_ps(table))};
+  } else if constexpr (Bits == 5) {
+    return {_mm512_permutex2var_ps(_mm512_loadu_ps(table), idx.v, _mm512_loadu_ps(table + 16))};
+  } else {
+    return {_mm512_i32gather_ps(idx.v, table, 4)};
+  }
+}
+//! Integer lanes to float.
+BGTQ_FORCEINLINE vf16 to_float(vi16 a) { return {_mm512_cvtepi32_ps(a.v)}; }
+
+#elif defined(BGTQ_SIMD_AVX2)
+
+struct vf16 {
+  __m256 lo, hi;
+};
+struct vi16 {
+  __m256i lo, hi;
+};
+
+BGTQ_FORCEINLINE vf16 zero() { return {_mm256_setzero_ps(), _mm256_setzero_ps()}; }
+BGTQ_FORCEINLINE vf16 set1(float x) { return {_mm256_set1_ps(x), _mm256_set1_ps(x)}; }
+BGTQ_FORCEINLINE vf16 load(const float* p) { return {_mm256_loadu_ps(p), _mm256_loadu_ps(p + 8)}; }
+BGTQ_FORCEINLINE void store(float* p, vf16 a) {
+  _mm256_storeu_ps(p, a.lo);
+  _mm256_storeu_ps(p + 8, a.hi);
+}
+BGTQ_FORCEINLINE vf16 add(vf16 a, vf16 b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
+BGTQ_FORCEINLINE vf16 sub(vf16 a, vf16 b) { return {_mm256_sub_ps(a.lo, b.lo), _mm256_sub_ps(a.hi, b.hi)}; }
+BGTQ_FORCEINLINE vf16 mul(vf16 a, vf16 b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+BGTQ_FORCEINLINE vf16 fma(vf16 a, vf16 b, vf16 c) {
+  return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)};
+}
+BGTQ_FORCEINLINE vf16 max(vf16 a, vf16 b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
+BGTQ_FORCEINLINE float hmax(vf16 a) {
+  __m256 m = _mm256_max_ps(a.lo, a.hi);
+  __m128 x = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  x = _mm_max_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_max_ss(x, _mm_shuffle_ps(x, x, 1));
+  return _mm_cvtss_f32(x);
+}
+BGTQ_FORCEINLINE float hsum(vf16 a) {
+  __m256 s = _mm256_add_ps(a.lo, a.hi);
+  __m128 x = _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+  x = _mm_add_ps(x, _mm_movehl_ps(x, x));
+  x = _mm_add_ss(x, _mm_shuffle_ps(x, x, 1));
+  return _mm_cvtss_f32(x);
+}
+namespace detail {
+BGTQ_FORCEINLINE __m256i lane_mask8(std::uint32_t m8) {
+  const __m256i bits = _mm256_setr_epi32(1, 2, 4, 8, 16, 32, 64, 128);
+  const __m256i b = _mm256_set1_epi32(static_cast<int>(m8));
+  return _mm256_cmpeq_epi32(_mm256_and_si256(b, bits), bits);
+}
+}  // namespace detail
+BGTQ_FORCEINLINE vf16 select_valid(vf16 a, std::uint32_t valid, float fill) {
+  const __m256 f = _mm256_set1_ps(fill);
+  return {_mm256_blendv_ps(f, a.lo, _mm256_castsi256_ps(detail::lane_mask8(valid & 0xffu))),
+          _mm256_blendv_ps(f, a.hi, _mm256_castsi256_ps(detail::lane_mask8((valid >> 8) & 0xffu)))};
+}
+BGTQ_FORCEINLINE vf16 load_half(const std::uint8_t* p) {
+  return {_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))),
+          _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)))};
+}
+BGTQ_FORCEINLINE vi16 izero() { return {_mm256_setzero_si256(), _mm256_setzero_si256()}; }
+BGTQ_FORCEINLINE vi16 iload(const std::int32_t* p) {
+  return {_mm256_loadu_si256(reinterpret_cast<const __m256i*>(p)), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p + 8))};
+}
+BGTQ_FORCEINLINE vi16 or_masked(vi16 idx, std::uint32_t mask16, int bit) {
+  const __m256i b = _mm256_set1_epi32(bit);
+  return {_mm256_or_si256(idx.lo, _mm256_and_si256(detail::lane_mask8(mask16 & 0xffu), b)),
+          _mm256_or_si256(idx.hi, _mm256_and_si256(detail::lane_mask8((mask16 >> 8) & 0xffu), b))};
+}
+template <int Bits>
+BGTQ_FORCEINLINE vf16 lookup(const float* table, vi16 idx) {
+  if constexpr (Bits <= 3) {
+    const __m256 t = _mm256_loadu_ps(table);
+    return {_mm256_permutevar8x32_ps(t, idx.lo), _mm256_permutevar8x32_ps(t, idx.hi)};
+  } else if constexpr (Bits == 4) {
+    const __m256 t0 = _mm256_loadu_ps(table), t1 = _mm256_loadu_ps(table + 8);
+    const __m256i eight = _mm256_set1_epi32(8);
+    const __m256 hl = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(idx.lo, eight), 28));
+    const __m256 hh = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(idx.hi, eight), 28));
+    return {_mm256_blendv_ps(_mm256_permutevar8x32_ps(t0, idx.lo), _mm256_permutevar8x32_ps(t1, idx.lo), hl),
+            _mm256_blendv_ps(_mm256_permutevar8x32_ps(t0, idx.hi), _mm256_permutevar8x32_ps(t1, idx.hi), hh)};
+  } else {
+    return {_mm256_i32gather_ps(table, idx.lo, 4), _mm256_i32gather_ps(table, idx.hi, 4)};
+  }
+}
+BGTQ_FORCEINLINE vf16 to_float(vi16 a) { return {_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)}; }
+
+#else  // portable scalar
+
+struct vf16 {
+  float x[16];
+};
+struct vi16 {
+  std::int32_t x[16];
+};
+
+BGTQ_FORCEINLINE vf16 zero() {
+  vf16 r;
+  for (int l = 0; l < 16; ++l) r.x[l] = 0.0f;
+  return r;
+}
+BGTQ_FORCEINLINE vf16 set1(float v) {
+  vf16 r;
+  for (int l = 0; l < 16; ++l) r.x[l] = v;
+  return r;
+}
+BGTQ_FORCEINLINE vf16 load(const float* p) {
+  vf16 r;
+  for (int l = 0; l < 16; ++l) r.x[l] = p[l];
+  return r;
+}
+BGTQ_FORCEINLINE void store(float* p, vf16 a) {
+  for (int l = 0; l < 16; ++l) p[l] = a.x[l];
+}
+#define BGTQ_VF16_BINOP(name, expr)                \
+  BGTQ_FORCEINLINE vf16 name(vf16 a, vf16 b) {     \
+    vf16 r;                                        \
+    for (int l = 0; l < 16; ++l) r.x[l] = (expr);  \
+    return r;                                      \
+  }
+BGTQ_VF16_BINOP(add, a.x[l] + b.x[l])
+BGTQ_VF16_BINOP(sub, a.x[l] - b.x[l])
+BGTQ_VF16_BINOP(mul, a.x[l] * b.x[l])
+BGTQ_VF16_BINOP(max, a.x[l] > b.x[l] ? a.x[l] : b.x[l])
+#undef BGTQ_VF16_BINOP
+BGTQ_FORCEINLINE vf16 fma(vf16 a, vf16 b, vf16 c) {
+  vf16 r;
+  for (int l = 0; l < 16; ++l) r.x[l] = a.x[l] * b.x[l] + c.x[l];
+  return r;
+}
+BGTQ_FORCEINLINE float hmax(vf16 a) {
+  float m = a.x[0];
+  for (int l = 1; l < 16; ++l) m = a.x[l] > m ? a.x[l] : m;
+  return m;
+}
+BGTQ_FORCEINLINE float hsum(vf16 a) {
+  float s = 0.0f;
+  for (int l = 0; l < 16; ++l) s += a.x[l];
+  return s;
+}
+BGTQ_FORCEINLINE vf16 select_valid(vf16 a, std::uint32_t valid, float fill) {
+  for (int l = 0; l < 16; ++l)
+    if (!((valid >> l) & 1u)) a.x[l] = fill;
+  return a;
+}
+BGTQ_FORCEINLINE vf16 load_half(const std::uint8_t* p) {
+  vf16 r;
+  for (int l = 0; l < 16; ++l) r.x[l] = half_bits_to_float(static_cast<std::uint16_t>(p[2 * l] | (p[2 * l + 1] << 8)));
+  return r;
+}
+BGTQ_FORCEINLINE vi16 izero() {
+  vi16 r;
+  for (int l = 0; l < 16; ++l) r.x[l] = 0;
+  return r;
+}
+BGTQ_FORCEINLINE vi16 iload(const std::int32_t* p) {
+  vi16 r;
+  for (int l = 0; l < 16; ++l) r.x[l] = p[l];
+  return r;
+}
+BGTQ_FORCEINLINE vi16 or_masked(vi16 idx, std::uint32_t mask16, int bit) {
+  for (int l = 0; l < 16; ++l)
+    if ((mask16 >> l) & 1u) idx.x[l] |= bit;
+  return idx;
+}
+template <int Bits>
+BGTQ_FORCEINLINE vf16 lookup(const float* table, vi16 idx) {
+  vf16 r;
+  for (int l = 0; l < 16; ++l) r.x[l] = table[idx.x[l]];
+  return r;
+}
+BGTQ_FORCEINLINE vf16 to_float(vi16 a) {
+  vf16 r;
+  for (int l = 0; l < 16; ++l) r.x[l] = static_cast<float>(a.x[l]);
+  return r;
+}
+
+#endif
+
+//! exp(x) for x <= ~88, accurate to about 2 ulp, 0 for x < -87.3 (underflow), used for
+//! softmax weights. Cody-Waite range reduction and a degree-6 polynomial.
+BGTQ_FORCEINLINE vf16 exp(vf16 x) {
+  alignas(64) float in[16], out[16];
+  store(in, x);
+  for (int l = 0; l < 16; ++l) {
+    float v = in[l];
+    if (v < -87.3f) {
+      out[l] = 0.0f;
+      continue;
+    }
+    if (v > 88.0f) v = 88.0f;
+    const float n = __builtin_floorf(v * 1.44269504088896341f + 0.5f);
+    const float r = (v - n * 0.693359375f) - n * -2.12194440e-4f;
+    float p = 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    p = p * r + 1.0f;
+    p = p * r + 1.0f;
+    const std::int32_t e = static_cast<std::int32_t>(n) + 127;
+    std::uint32_t bits = static_cast<std::uint32_t>(e) << 23;
+    float s;
+    std::memcpy(&s, &bits, 4);
+    out[l] = p * s;
+  }
+  return load(out);
+}
+
+}  // namespace bgtq::simd

@@ -1,0 +1,96 @@
+# bgtq capture: exit codes without data; shapes and sizes of q/k/v.npy with stories260K.
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+
+execute_process(COMMAND ${BGTQ} capture --model x --tokenizer y --text z RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc EQUAL 2)
+  message(FATAL_ERROR "missing -o: expected exit 2, got ${rc}: ${err}")
+endif()
+execute_process(COMMAND ${BGTQ} capture --model x --tokenizer y --text z --tokens 0 -o ${WORK}/o
+  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+if(NOT rc EQUAL 2)
+  message(FATAL_ERROR "--tokens 0: expected exit 2, got ${rc}")
+endif()
+execute_process(COMMAND ${BGTQ} capture --model ${WORK}/absent.bin --tokenizer y --text z -o ${WORK}/o
+  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+if(NOT rc EQUAL 1 OR EXISTS ${WORK}/o/q.npy)
+  message(FATAL_ERROR "absent model: expected exit 1 and no output, got ${rc}")
+endif()
+
+set(M ${DATA}/stories260K/stories260K.bin)
+set(T ${DATA}/stories260K/tok512.bin)
+set(X ${DATA}/stories260K/sample_text.txt)
+if(NOT EXISTS ${M} OR NOT EXISTS ${T} OR NOT EXISTS ${X})
+  message(STATUS "SKIPPED: ${M} is absent")
+  return()
+endif()
+
+# a build without bgtq/io/npy.hpp registers capture but cannot write .npy files
+execute_process(COMMAND ${BGTQ} capture --model ${M} --tokenizer ${T} --text ${X} --tokens 1 -o ${WORK}/probe
+  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(err MATCHES "no \\.npy writer")
+  message(STATUS "SKIPPED: this build of bgtq has no .npy writer")
+  return()
+endif()
+
+execute_process(COMMAND ${BGTQ} capture --model ${M} --tokenizer ${T} --text ${X} --tokens 513 -o ${WORK}/big
+  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc EQUAL 1 OR NOT err MATCHES "seq_len")
+  message(FATAL_ERROR "--tokens 513 > seq_len: expected exit 1 naming seq_len, got ${rc}: ${err}")
+endif()
+
+# An .npy file: checks the shape in its header and that the size is header + data.
+function(check_npy path shape_regex n_floats)
+  if(NOT EXISTS ${path})
+    message(FATAL_ERROR "${path} was not written")
+  endif()
+  file(READ ${path} magic HEX OFFSET 0 LIMIT 6)
+  if(NOT magic STREQUAL "934e554d5059")  # \x93NUMPY
+    message(FATAL_ERROR "${path}: not an .npy file")
+  endif()
+  file(READ ${path} ver HEX OFFSET 6 LIMIT 1)
+  if(ver STREQUAL "01")
+    file(READ ${path} hl HEX OFFSET 8 LIMIT 2)
+    string(SUBSTRING ${hl} 0 2 lo)
+    string(SUBSTRING ${hl} 2 2 hi)
+    math(EXPR header "10 + 0x${hi}${lo}")
+  else()
+    file(READ ${path} hl HEX OFFSET 8 LIMIT 4)
+    string(SUBSTRING ${hl} 0 2 b0)
+    string(SUBSTRING ${hl} 2 2 b1)
+    string(SUBSTRING ${hl} 4 2 b2)
+    string(SUBSTRING ${hl} 6 2 b3)
+    math(EXPR header "12 + 0x${b3}${b2}${b1}${b0}")
+  endif()
+  file(READ ${path} dict OFFSET 10 LIMIT 100)
+  if(NOT dict MATCHES "<f4" OR NOT dict MATCHES "${shape_regex}")
+    message(FATAL_ERROR "${path}: header '${dict}' lacks float32 or shape ${shape_regex}")
+  endif()
+  file(SIZE ${path} size)
+  math(EXPR want "${header} + 4 * ${n_floats}")
+  if(NOT size EQUAL want)
+    message(FATAL_ERROR "${path}: ${size} bytes, expected ${want}")
+  endif()
+endfunction()
+
+execute_process(COMMAND ${BGTQ} capture --model ${M} --tokenizer ${T} --text ${X} --tokens 100 -o ${WORK}/a/b --json
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "capture failed (${rc}): ${err}")
+endif()
+string(JSON ntok GET "${out}" tokens)
+string(JSON hq GET "${out}" q_shape 2)
+if(NOT ntok EQUAL 100 OR NOT hq EQUAL 8)
+  message(FATAL_ERROR "unexpected JSON: ${out}")
+endif()
+check_npy(${WORK}/a/b/q.npy "5, *100, *8, *8" 32000)
+check_npy(${WORK}/a/b/k.npy "5, *100, *4, *8" 16000)
+check_npy(${WORK}/a/b/v.npy "5, *100, *4, *8" 16000)
+
+# default: min(seq_len, all tokens) = 512 for this text
+execute_process(COMMAND ${BGTQ} capture --model ${M} --tokenizer ${T} --text ${X} -o ${WORK}/full --quiet
+  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc EQUAL 0 OR NOT err STREQUAL "")
+  message(FATAL_ERROR "capture --quiet: rc ${rc}, stderr '${err}'")
+endif()
+check_npy(${WORK}/full/k.npy "5, *512, *4, *8" 81920)

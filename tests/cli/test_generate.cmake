@@ -1,0 +1,50 @@
+# bgtq generate: exit codes without data; the published greedy sample with stories260K.
+file(MAKE_DIRECTORY ${WORK})
+
+# bad usage: exit 2
+execute_process(COMMAND ${BGTQ} generate --model x RESULT_VARIABLE rc OUTPUT_QUIET ERROR_VARIABLE err)
+if(NOT rc EQUAL 2)
+  message(FATAL_ERROR "missing --tokenizer: expected exit 2, got ${rc}: ${err}")
+endif()
+execute_process(COMMAND ${BGTQ} generate --model x --tokenizer y --steps -3 RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+if(NOT rc EQUAL 2)
+  message(FATAL_ERROR "--steps -3: expected exit 2, got ${rc}")
+endif()
+# a file that is not a checkpoint: exit 1 with a clear message
+file(WRITE ${WORK}/junk.bin "not a llama2.c checkpoint at all")
+execute_process(COMMAND ${BGTQ} generate --model ${WORK}/junk.bin --tokenizer ${WORK}/junk.bin
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 1 OR NOT err MATCHES "junk.bin")
+  message(FATAL_ERROR "junk checkpoint: expected exit 1 naming the file, got ${rc}: ${err}")
+endif()
+execute_process(COMMAND ${BGTQ} generate --model ${WORK}/absent.bin --tokenizer ${WORK}/junk.bin
+  RESULT_VARIABLE rc OUTPUT_QUIET ERROR_QUIET)
+if(NOT rc EQUAL 1)
+  message(FATAL_ERROR "absent checkpoint: expected exit 1, got ${rc}")
+endif()
+
+set(M ${DATA}/stories260K/stories260K.bin)
+set(T ${DATA}/stories260K/tok512.bin)
+if(NOT EXISTS ${M} OR NOT EXISTS ${T})
+  message(STATUS "SKIPPED: ${M} is absent")
+  return()
+endif()
+execute_process(COMMAND ${BGTQ} generate --model ${M} --tokenizer ${T} --steps 40
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "generate failed (${rc}): ${err}")
+endif()
+if(NOT out MATCHES "^Once upon a time, there was a little girl named Lily\\. She loved to play outside in the park\\.")
+  message(FATAL_ERROR "unexpected greedy text: ${out}")
+endif()
+execute_process(COMMAND ${BGTQ} generate --model ${M} --tokenizer ${T} --prompt "Once upon a time" --steps 5 --json
+  RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "generate --json failed (${rc}): ${err}")
+endif()
+string(JSON text GET "${out}" text)
+string(JSON ntok LENGTH "${out}" tokens)
+string(JSON kv GET "${out}" kv)
+if(NOT text MATCHES "^Once upon a time, there" OR NOT ntok EQUAL 5 OR NOT kv STREQUAL "fp32")
+  message(FATAL_ERROR "unexpected JSON: ${out}")
+endif()

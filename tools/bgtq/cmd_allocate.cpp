@@ -1,0 +1,159 @@
+// bgtq allocate: bit widths for one set of block scores (Theorem 1 greedy by default).
+//   bgtq allocate --scores FILE --avg-bits X [--b-min M] [--b-max M]
+//                 [--distortion rate4|codebook] [--codebook-dim N]
+//                 [--allocator greedy|dp|uniform] [--json]
+// FILE: whitespace-separated numbers in text ('#' starts a comment), or a 1-D .npy.
+// Output: the widths, J = sum_i s_i D(b_i) and the total; warnings go to stderr.
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include <bgtq/allocate/allocate.hpp>
+#include <bgtq/codebook/codebook.hpp>
+#include <bgtq/core/error.hpp>
+#include <bgtq/io/json.hpp>
+
+#include "cli.hpp"
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// Scores from a text file: numbers separated by whitespace, '#' to end of line is a
+// comment. Errors name the file, line and token.
+std::vector<double> read_scores_text(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) bgtq::fail(bgtq::errc::io_error, "cannot open score file '" + path + "'");
+  std::vector<double> scores;
+  std::string line;
+  int lineno = 0;
+  while (std::getline(in, line)) {
+    ++lineno;
+    if (auto hash = line.find('#'); hash != std::string::npos) line.erase(hash);
+    std::istringstream ls(line);
+    std::string tok;
+    while (ls >> tok) {
+      const char* begin = tok.c_str();
+      char* end = nullptr;
+      const double v = std::strtod(begin, &end);
+      const std::string where = path + ":" + std::to_string(lineno) + ": ";
+      if (end == begin || *end != '\0')
+        bgtq::fail(bgtq::errc::format_error, where + "token '" + tok + "' is not a number");
+      if (!std::isfinite(v))  // overflow gives inf; underflow (ERANGE, tiny) is kept
+        bgtq::fail(bgtq::errc::non_finite, where + "score " + std::to_string(scores.size()) + " ('" + tok +
+                                               "') is not finite");
+      if (v < 0.0)
+        bgtq::fail(bgtq::errc::invalid_argument, where + "score " + std::to_string(scores.size()) + " ('" + tok +
+                                                     "') is negative (scores must be >= 0)");
+      scores.push_back(v);
+    }
+  }
+  if (in.bad()) bgtq::fail(bgtq::errc::io_error, "error reading score file '" + path + "'");
+  if (scores.empty()) bgtq::fail(bgtq::errc::format_error, "score file '" + path + "' contains no numbers");
+  return scores;
+}
+
+std::vector<double> read_scores(const std::string& path) {
+  if (ends_with(path, ".npy")) {
+    // TODO(npy): read a 1-D array with bgtq::read_npy (include/bgtq/io/npy.hpp) once
+    // the io family is merged into main.
+    bgtq::fail(bgtq::errc::unsupported, "'" + path +
+                                            "': .npy score files are not supported by this build yet; "
+                                            "give the scores as a text file of numbers");
+  }
+  return read_scores_text(path);
+}
+
+int run(bgtq::cli::args& a) {
+  const std::string path = a.require("scores");
+  const double avg_bits = a.require_double("avg-bits", 0.0, 1e9);
+  const int b_min = static_cast<int>(a.get_int("b-min", 1, 0, 8));
+  const int b_max = static_cast<int>(a.get_int("b-max", 8, 0, 8));
+  const std::string dist = a.get_or("distortion", "rate4");
+  const auto dim_opt = a.get("codebook-dim");
+  const std::string method = a.get_or("allocator", "greedy");
+  const bool json = a.flag("json");
+  a.finish();
+  if (b_min > b_max)
+    throw bgtq::cli::usage_error("--b-min " + std::to_string(b_min) + " exceeds --b-max " + std::to_string(b_max));
+  if (dist != "rate4" && dist != "codebook")
+    throw bgtq::cli::usage_error("--distortion '" + dist + "' (expected rate4 or codebook)");
+  if (dim_opt && dist != "codebook") throw bgtq::cli::usage_error("--codebook-dim needs --distortion codebook");
+  if (method != "greedy" && method != "dp" && method != "uniform")
+    throw bgtq::cli::usage_error("--allocator '" + method + "' (expected greedy, dp or uniform)");
+  long codebook_dim = 2;  // one RoPE block: a group of one block is a 2-D TQ-MSE vector
+  if (dim_opt) {
+    codebook_dim = bgtq::cli::parse_int(*dim_opt, "--codebook-dim");
+    if (codebook_dim < 2 || codebook_dim > 4096)
+      throw bgtq::cli::usage_error("--codebook-dim " + *dim_opt + " is out of range [2, 4096]");
+  }
+
+  const std::vector<double> scores = read_scores(path);
+  if (scores.size() > (std::size_t{1} << 28))
+    bgtq::fail(bgtq::errc::invalid_argument, "'" + path + "' holds " + std::to_string(scores.size()) +
+                                                 " scores (at most 2^28 blocks)");
+  struct bgtq::distortion_table table = bgtq::distortion_table::rate4();
+  if (dist == "codebook") {
+    table = bgtq::distortion_table::checked(bgtq::codebook_distortion(bgtq::codebook_kind::sphere, codebook_dim));
+  }
+  bgtq::allocation_request req{.scores = scores,
+                               .budget = bgtq::budget_for(avg_bits, static_cast<int>(scores.size())),
+                               .b_min = b_min,
+                               .b_max = b_max,
+                               .distortion = table};
+  const bgtq::allocation res = method == "dp"        ? bgtq::dp_allocator::allocate(req)
+                               : method == "uniform" ? bgtq::uniform_allocator::allocate(req)
+                                                     : bgtq::greedy_allocator::allocate(req);
+  if (!res.warning.empty()) std::cerr << "bgtq allocate: warning: " << res.warning << "\n";
+
+  if (json) {
+    bgtq::json_writer w(std::cout);
+    w.begin_object();
+    w.key("bits").array(res.bits);
+    w.key("objective").value(res.objective);
+    w.key("total_bits").value(res.total_bits);
+    w.key("distortion").value(dist);
+    if (dist == "codebook") w.key("codebook_dim").value(codebook_dim);
+    w.key("capped").value(res.capped);
+    if (!res.warning.empty()) w.key("warning").value(res.warning);
+    w.key("allocator").value(method);
+    w.key("budget").value(req.budget);
+    w.key("num_blocks").value(scores.size());
+    w.key("avg_bits").value(avg_bits);
+    w.key("b_min").value(b_min);
+    w.key("b_max").value(b_max);
+    w.end_object();
+    std::cout << "\n";
+  } else {
+    std::cout << "bits:";
+    for (int b : res.bits) std::cout << ' ' << b;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.17g", res.objective);
+    std::cout << "\nobjective: " << buf << "  (sum_i s_i D(b_i), D = " << dist << ")\n"
+              << "total_bits: " << res.total_bits << " of budget " << req.budget << " over " << scores.size()
+              << " blocks" << (res.capped ? " (capped)" : "") << "\n";
+  }
+  std::cout.flush();
+  if (!std::cout) bgtq::fail(bgtq::errc::io_error, "writing the result to stdout failed");
+  return 0;
+}
+
+const bgtq::cli::registrar reg{{"allocate", "bit widths per RoPE block from scores and a budget (Theorem 1)",
+                                "--scores FILE --avg-bits X [--b-min M (1)] [--b-max M (8)] "
+                                "[--distortion rate4|codebook] [--codebook-dim N (2)] "
+                                "[--allocator greedy|dp|uniform] [--json]\n"
+                                "  FILE: numbers separated by whitespace ('#' comments) or a 1-D .npy;\n"
+                                "  budget B = floor(avg_bits * L); above L*b_max it is capped (warning);\n"
+                                "  --codebook-dim: dimension of the TQ-MSE vector whose measured MSE\n"
+                                "  is the law (2 = one RoPE block, the default)",
+                                &run,
+                                {"json"}}};
+
+}  // namespace
