@@ -294,7 +294,8 @@ inline void structured_reg1(const structured_plan& p, const float* in, float* ou
   _mm512_mask_storeu_ps(out, tail, x);
 }
 
-//! Dispatches non-power-of-two n <= 256 to the register kernels; false if n is larger.
+//! Dispatches non-power-of-two n <= 256 (m < n) to the register kernels; false if n
+//! is larger.
 template <bool Transpose>
 inline bool structured_apply_regs(const structured_plan& p, const float* in, float* out) {
   switch ((p.n + 15) / 16) {
@@ -339,7 +340,7 @@ inline void structured_apply(const structured_plan& p, const float* in, float* o
   const int n = p.n, R = p.rounds;
   if (!p.permute) return rht<Transpose>(in, out, p.sign.data(), R, n);
 #if defined(BGTQ_SIMD_AVX512)
-  if (structured_apply_regs<Transpose>(p, in, out)) return;
+  if (p.m != n && structured_apply_regs<Transpose>(p, in, out)) return;
 #endif
   const std::size_t un = static_cast<std::size_t>(n);
   alignas(64) float buf[max_rotation_dim];
@@ -408,7 +409,7 @@ inline void structured_apply(const structured_plan& p, const float* in, float* o
 //! O(n) gather). With AVX-512 and n <= 256 the vector stays in registers for all
 //! rounds (the gather is done with in-register lane permutes); otherwise a stack
 //! scratch of n floats. No allocation. The results are bit-identical on the AVX-512,
-//! AVX2 and scalar paths. Storage about 6 R n words, shared between copies.
+//! AVX2 and scalar paths. Storage about 7 R n words, shared between copies.
 class structured_rotation {
  public:
   //! Rounds R used at dimension n: 4 for non-powers of two below 16, else 3.
