@@ -1,8 +1,8 @@
 // Rotation policies: time of one apply() per vector, single thread.
 //   build/bin/bench_rotation [--benchmark_filter=/128]
 // items/s = vectors/s; bytes/s counts the n floats read plus the n floats written.
-// BM_rht_rounds shows what each extra randomized-Hadamard round costs (the policies
-// use 2 rounds for hadamard, 2 or 3 for structured; see their headers).
+// BM_rht_rounds shows what each randomized-Hadamard round costs (hadamard uses 2
+// rounds; structured 3 at powers of two; see the headers for the mixing measurements).
 #include <benchmark/benchmark.h>
 
 #include <bgtq/core/rng.hpp>

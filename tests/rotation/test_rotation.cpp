@@ -558,10 +558,12 @@ std::pair<double, double> sparse_mse(int n, int seeds, Make make_rotation) {
 
 TEST_CASE("fast rotations bring sparse inputs to the Haar quantization error", "[rotation]") {
   // The 3-bit Gaussian Lloyd-Max MSE of P·u for one-hot and 2-hot u, against Haar's.
-  // structured (3 rounds) is within 12% of Haar at every n tested; hadamard (2 rounds)
-  // within 30% (its documented compromise), and clearly better than one round.
+  // structured (3-4 rounds) is within 12% of Haar at every n tested; hadamard (2 rounds)
+  // within 35% (its documented compromise: +24% on 2-hot at n = 128), and clearly
+  // better than one round.
+  // n = 66 and 130 sit just above a power of two, where the two windows overlap most.
   const int seeds = 300;
-  for (int n : {24, 76, 128}) {
+  for (int n : {12, 24, 66, 76, 128, 130}) {
     INFO("n = " << n);
     const auto haar = sparse_mse(n, seeds, [](int nn, std::uint64_t s) { return bgtq::haar_rotation(nn, s); });
     const auto st = sparse_mse(n, seeds, [](int nn, std::uint64_t s) { return bgtq::structured_rotation(nn, s); });
@@ -573,8 +575,8 @@ TEST_CASE("fast rotations bring sparse inputs to the Haar quantization error", "
     if (bgtq::detail::is_pow2(n)) {
       const auto hd = sparse_mse(n, seeds, [](int nn, std::uint64_t s) { return bgtq::hadamard_rotation(nn, s); });
       INFO("hadamard " << hd.first << " / " << hd.second);
-      REQUIRE(hd.first <= 1.3 * haar.first);
-      REQUIRE(hd.second <= 1.3 * haar.second);
+      REQUIRE(hd.first <= 1.35 * haar.first);
+      REQUIRE(hd.second <= 1.35 * haar.second);
       REQUIRE(hd.first <= 0.75 * 0.0595);  // one round gives 0.0595 on one-hot
     }
   }

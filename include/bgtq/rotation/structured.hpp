@@ -158,31 +158,31 @@ inline void structured_regs(const structured_plan& p, const float* in, float* ou
   const __m512 c = _mm512_set1_ps(static_cast<float>(1.0 / std::sqrt(static_cast<double>(16 * MA))));
 
   __m512 x[G];
-#pragma GCC unroll 16
+BGTQ_DETAIL_UNROLL(16)
   for (int k = 0; k < G; ++k) x[k] = k + 1 < G ? _mm512_loadu_ps(in + 16 * k) : _mm512_maskz_loadu_ps(tail, in + 16 * k);
 
   auto window_a = [&]() BGTQ_DETAIL_LAMBDA_INLINE {
     __m512 w[MA];
-#pragma GCC unroll 16
+BGTQ_DETAIL_UNROLL(16)
     for (int j = 0; j < MA; ++j) w[j] = _mm512_mul_ps(x[j], c);
     fwht_regs<simd16, MA>(w);
-#pragma GCC unroll 16
+BGTQ_DETAIL_UNROLL(16)
     for (int j = 0; j < MA; ++j) x[j] = w[j];
   };
   auto window_b = [&](const float* ws) BGTQ_DETAIL_LAMBDA_INLINE {
     __m512 w[MA];
-#pragma GCC unroll 16
+BGTQ_DETAIL_UNROLL(16)
     for (int j = 0; j < MA; ++j) {
       w[j] = _mm512_permutex2var_ps(x[Q + j], idx_in, x[Q + j + 1]);
       if constexpr (!Transpose) w[j] = _mm512_mul_ps(w[j], _mm512_loadu_ps(ws + 16 * j));
     }
     fwht_regs<simd16, MA>(w);
     if constexpr (Transpose) {
-#pragma GCC unroll 16
+BGTQ_DETAIL_UNROLL(16)
       for (int j = 0; j < MA; ++j) w[j] = _mm512_mul_ps(w[j], _mm512_loadu_ps(ws + 16 * j));
     }
     x[Q] = _mm512_mask_mov_ps(x[Q], ge_sh, _mm512_permutex2var_ps(w[0], idx_out, w[0]));
-#pragma GCC unroll 16
+BGTQ_DETAIL_UNROLL(16)
     for (int j = 1; j < MA; ++j) x[Q + j] = _mm512_permutex2var_ps(w[j - 1], idx_out, w[j]);
     x[Q + MA] = _mm512_mask_mov_ps(x[Q + MA], lt_sh, _mm512_permutex2var_ps(w[MA - 1], idx_out, w[MA - 1]));
   };
@@ -195,22 +195,22 @@ inline void structured_regs(const structured_plan& p, const float* in, float* ou
     const std::uint16_t* mask = (Transpose ? p.pair_mask_inv.data() : p.pair_mask.data()) + ur * G * H;
     const float* sg = (Transpose ? p.sign_inv.data() : p.sign.data()) + ur * un;
     __m512 y[G];
-#pragma GCC unroll 16
+BGTQ_DETAIL_UNROLL(16)
     for (int o = 0; o < G; ++o) {
       const __m512i li = _mm512_loadu_si512(lane + 16 * o);
       __m512i t[H];
-#pragma GCC unroll 8
+BGTQ_DETAIL_UNROLL(8)
       for (int q = 0; q < H; ++q)
         t[q] = _mm512_castps_si512(
             _mm512_maskz_permutex2var_ps(mask[o * H + q], x[2 * q], li, x[2 * q + 1 < G ? 2 * q + 1 : 2 * q]));
-#pragma GCC unroll 8
+BGTQ_DETAIL_UNROLL(8)
       for (int w = 1; w < H; w *= 2)
-#pragma GCC unroll 8
+BGTQ_DETAIL_UNROLL(8)
         for (int q = 0; q + w < H; q += 2 * w) t[q] = _mm512_or_si512(t[q], t[q + w]);
       const __m512 sv = o + 1 < G ? _mm512_loadu_ps(sg + 16 * o) : _mm512_maskz_loadu_ps(tail, sg + 16 * o);
       y[o] = _mm512_mul_ps(_mm512_castsi512_ps(t[0]), sv);
     }
-#pragma GCC unroll 16
+BGTQ_DETAIL_UNROLL(16)
     for (int k = 0; k < G; ++k) x[k] = y[k];
   };
   for (int t = 0; t < R; ++t) {
@@ -226,7 +226,7 @@ inline void structured_regs(const structured_plan& p, const float* in, float* ou
       gather(r);
     }
   }
-#pragma GCC unroll 16
+BGTQ_DETAIL_UNROLL(16)
   for (int k = 0; k < G; ++k) {
     if (k + 1 < G)
       _mm512_storeu_ps(out + 16 * k, x[k]);
@@ -294,7 +294,8 @@ inline void structured_reg1(const structured_plan& p, const float* in, float* ou
   _mm512_mask_storeu_ps(out, tail, x);
 }
 
-//! Dispatches non-power-of-two n <= 256 to the register kernels; false if n is larger.
+//! Dispatches non-power-of-two n <= 256 (m < n) to the register kernels; false if n
+//! is larger.
 template <bool Transpose>
 inline bool structured_apply_regs(const structured_plan& p, const float* in, float* out) {
   switch ((p.n + 15) / 16) {
@@ -339,7 +340,7 @@ inline void structured_apply(const structured_plan& p, const float* in, float* o
   const int n = p.n, R = p.rounds;
   if (!p.permute) return rht<Transpose>(in, out, p.sign.data(), R, n);
 #if defined(BGTQ_SIMD_AVX512)
-  if (structured_apply_regs<Transpose>(p, in, out)) return;
+  if (p.m != n && structured_apply_regs<Transpose>(p, in, out)) return;
 #endif
   const std::size_t un = static_cast<std::size_t>(n);
   alignas(64) float buf[max_rotation_dim];
@@ -408,7 +409,7 @@ inline void structured_apply(const structured_plan& p, const float* in, float* o
 //! O(n) gather). With AVX-512 and n <= 256 the vector stays in registers for all
 //! rounds (the gather is done with in-register lane permutes); otherwise a stack
 //! scratch of n floats. No allocation. The results are bit-identical on the AVX-512,
-//! AVX2 and scalar paths. Storage about 6 R n words, shared between copies.
+//! AVX2 and scalar paths. Storage about 7 R n words, shared between copies.
 class structured_rotation {
  public:
   //! Rounds R used at dimension n: 4 for non-powers of two below 16, else 3.
