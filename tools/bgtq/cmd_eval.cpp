@@ -34,7 +34,7 @@ struct method_result {
 int run(cli::args& a) {
   const std::string qp = a.require("q"), kp = a.require("k");
   const auto vp = a.get("v");
-  const std::string rope_name = a.require("rope");
+  const rope_pairing pairing = cli::pairing_from_args(a);
   const long rotary = a.get_int("rotary-dim", -1, -1, 1 << 20);
   const long calib = a.get_int("calib-tokens", 0, 0, 1L << 30);
   const bool eval_all = a.flag("eval-all");
@@ -67,7 +67,7 @@ int run(cli::args& a) {
   cli::check_qkv(q, k, v.get());
   if (rotary > q.dim || (rotary >= 0 && rotary % 2))
     throw cli::usage_error("--rotary-dim " + std::to_string(rotary) + " must be even and at most head_dim " + std::to_string(q.dim));
-  const rope_layout rope(q.dim, parse_rope_pairing(rope_name), static_cast<int>(rotary));
+  const rope_layout rope(q.dim, pairing, static_cast<int>(rotary));
   const int T = q.tokens, L = q.layers, Hq = q.heads, Hkv = k.heads, D = q.dim;
   const int N = calib > 0 ? static_cast<int>(std::min<long>(calib, T)) : std::max(1, T / 2);
   const int t_begin = eval_all ? 0 : N;
