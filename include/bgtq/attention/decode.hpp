@@ -26,6 +26,9 @@ namespace bgtq {
 //! Scratch memory for decode_attention, sized for one cache (one per thread).
 class attention_workspace {
  public:
+  //! Pages scored before each softmax update and value pass (a span): the value
+  //! accumulators are loaded and stored once per span instead of once per page.
+  static constexpr int span_pages = 4;
   attention_workspace() = default;
   template <class Cache>
   explicit attention_workspace(const Cache& c) {
@@ -40,11 +43,12 @@ class attention_workspace {
         af = std::max(af, Cache::value_codec::acc_floats(c.value(l, h), G_));
       }
     window_ = cfg.sink + cfg.recent + Cache::block_tokens;
+    const std::size_t span = static_cast<std::size_t>(span_pages) * static_cast<std::size_t>(P_);
     qbuf.assign(qf + 16, 0.0f);
     acc.assign(af + 16, 0.0f);
-    scores.assign(static_cast<std::size_t>(G_) * P_ + 16, 0.0f);
-    weights.assign(static_cast<std::size_t>(G_) * P_ + 16, 0.0f);
-    tmp.assign(8u * static_cast<std::size_t>(P_) + 16, 0.0f);
+    scores.assign(static_cast<std::size_t>(G_) * span + 16, 0.0f);
+    weights.assign(static_cast<std::size_t>(G_) * span + 16, 0.0f);
+    tmp.assign(8u * span + 16, 0.0f);
     raw.assign(static_cast<std::size_t>(G_) * D_, 0.0f);
     outbuf.assign(static_cast<std::size_t>(G_) * D_, 0.0f);
     wscores.assign(static_cast<std::size_t>(G_) * static_cast<std::size_t>(window_) + 1, 0.0f);
@@ -114,20 +118,31 @@ void decode_attention(const Cache& cache, int layer, std::span<const int> seqs, 
       std::fill(ws.raw.begin(), ws.raw.end(), 0.0f);
       const std::size_t voff = cache.value_offset(layer, h);
       const std::int64_t npages = (view.quantized + P - 1) / P;
-      for (std::int64_t pi = 0; pi < npages; ++pi) {
-        const int nvalid = static_cast<int>(std::min<std::int64_t>(P, view.quantized - pi * P));
-        const int chunks = (nvalid + 15) / 16;
-        const std::uint8_t* page = cache.page_ptr(view.pages[pi], layer, h);
-        K::template score_page<L>(ks, ws.qbuf.data(), G, page, nvalid, ws.scores.data());
+      const std::uint8_t* kpages[attention_workspace::span_pages];
+      const std::uint8_t* vpages[attention_workspace::span_pages];
+      for (std::int64_t p0 = 0; p0 < npages; p0 += attention_workspace::span_pages) {
+        const int np = static_cast<int>(std::min<std::int64_t>(attention_workspace::span_pages, npages - p0));
+        const int nvalid_last = static_cast<int>(view.quantized - (p0 + np - 1) * P);
+        // 1. scores of every page of the span: [page][G][P]
+        for (int k = 0; k < np; ++k) {
+          kpages[k] = cache.page_ptr(view.pages[p0 + k], layer, h);
+          vpages[k] = kpages[k] + voff;
+          K::template score_page<L>(ks, ws.qbuf.data(), G, kpages[k], k + 1 < np ? P : nvalid_last,
+                                    ws.scores.data() + static_cast<std::size_t>(k) * G * P);
+        }
+        // 2. scale, mask, one online-softmax update per head, weights
         for (int g = 0; g < G; ++g) {
-          float* s = ws.scores.data() + static_cast<std::size_t>(g) * P;
           simd::vf16 mx = simd::set1(-INFINITY);
-          for (int c = 0; c < chunks; ++c) {
-            const int left = nvalid - c * 16;
-            const std::uint32_t valid = left >= 16 ? 0xffffu : ((1u << left) - 1u);
-            const simd::vf16 v = simd::select_valid(simd::mul(simd::load(s + c * 16), scv), valid, -INFINITY);
-            simd::store(s + c * 16, v);
-            mx = simd::max(mx, v);
+          for (int k = 0; k < np; ++k) {
+            const int nvalid = k + 1 < np ? P : nvalid_last;
+            float* s = ws.scores.data() + (static_cast<std::size_t>(k) * G + static_cast<std::size_t>(g)) * P;
+            for (int c = 0; c < (nvalid + 15) / 16; ++c) {
+              const int left = nvalid - c * 16;
+              const std::uint32_t valid = left >= 16 ? 0xffffu : ((1u << left) - 1u);
+              const simd::vf16 v = simd::select_valid(simd::mul(simd::load(s + c * 16), scv), valid, -INFINITY);
+              simd::store(s + c * 16, v);
+              mx = simd::max(mx, v);
+            }
           }
           softmax_state& st = ws.state[static_cast<std::size_t>(g)];
           const float f = lazy_update(st, simd::hmax(mx));
@@ -138,15 +153,26 @@ void decode_attention(const Cache& cache, int layer, std::span<const int> seqs, 
           }
           const simd::vf16 mv = simd::set1(st.m);
           simd::vf16 lsum = simd::zero();
-          float* w = ws.weights.data() + static_cast<std::size_t>(g) * P;
-          for (int c = 0; c < chunks; ++c) {
-            const simd::vf16 e = simd::exp(simd::sub(simd::load(s + c * 16), mv));
-            simd::store(w + c * 16, e);
-            lsum = simd::add(lsum, e);
+          for (int k = 0; k < np; ++k) {
+            const int nvalid = k + 1 < np ? P : nvalid_last;
+            const std::size_t off = (static_cast<std::size_t>(k) * G + static_cast<std::size_t>(g)) * P;
+            for (int c = 0; c < (nvalid + 15) / 16; ++c) {
+              const simd::vf16 e = simd::exp(simd::sub(simd::load(ws.scores.data() + off + c * 16), mv));
+              simd::store(ws.weights.data() + off + c * 16, e);
+              lsum = simd::add(lsum, e);
+            }
           }
           st.l += simd::hsum(lsum);
         }
-        V::template accumulate_page<L>(vs, page + voff, nvalid, ws.weights.data(), G, ws.acc.data(), ws.tmp.data());
+        // 3. values
+        if constexpr (requires { V::template accumulate_span<L>(vs, vpages, np, nvalid_last, ws.weights.data(), G, ws.acc.data(), ws.tmp.data()); }) {
+          V::template accumulate_span<L>(vs, vpages, np, nvalid_last, ws.weights.data(), G, ws.acc.data(), ws.tmp.data());
+        } else {
+          for (int k = 0; k < np; ++k)
+            V::template accumulate_page<L>(vs, vpages[k], k + 1 < np ? P : nvalid_last,
+                                           ws.weights.data() + static_cast<std::size_t>(k) * G * P, G, ws.acc.data(),
+                                           ws.tmp.data());
+        }
       }
       if (nwin > 0) {
         // fp16 window: sink tokens then the recent tail

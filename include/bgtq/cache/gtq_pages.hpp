@@ -253,6 +253,57 @@ struct gtq_pages {
     }
   }
 
+  //! accumulate_page over several pages at once: pages[0..npages) are full except the
+  //! last (nvalid_last tokens); w is [page][G][P]. The accumulators are loaded and stored
+  //! once per coordinate for the whole span instead of once per page. tmp: at least
+  //! 4 * npages * P floats.
+  template <class Layout>
+  static void accumulate_span(const head_state& s, const std::uint8_t* const* pages, int npages, int nvalid_last,
+                              const float* w, int G, float* acc, float* tmp) {
+#if defined(BGTQ_SIMD_GFNI)
+    if constexpr (std::is_same_v<Layout, bit_plane_layout>) {
+      const std::size_t P = static_cast<std::size_t>(s.P);
+      const std::size_t span = P * static_cast<std::size_t>(npages);
+      const std::size_t rb = radius_size(s);
+      for (std::size_t gi = 0; gi < s.codec.groups().size(); ++gi) {
+        const gtq_group& g = s.codec.groups()[gi];
+        for (int h = 0; h < G;) {
+          const int left = G - h;
+          const int gb = left >= 4 ? 4 : left >= 2 ? 2 : 1;
+          // tmp[hh][p*P + t] = w[p][h+hh][t] * r_{p,t}, zero past the last page's valid chunks
+          for (int p = 0; p < npages; ++p) {
+            const int chunks = p + 1 < npages ? s.P / 16 : (nvalid_last + 15) / 16;
+            const std::uint8_t* radii = pages[p] + s.radii + gi * P * rb;
+            for (int hh = 0; hh < gb; ++hh)
+              for (int c = 0; c < s.P / 16; ++c) {
+                simd::vf16 v = simd::zero();
+                if (c < chunks)
+                  v = simd::mul(simd::load(w + (static_cast<std::size_t>(p) * G + static_cast<std::size_t>(h + hh)) * P + 16u * c),
+                                load_radii16(radii + static_cast<std::size_t>(c) * 16u * rb, rb == 4));
+                simd::store(tmp + hh * span + p * P + 16u * c, v);
+              }
+          }
+          float* acc_h = acc + (static_cast<std::size_t>(h) * s.dim() + static_cast<std::size_t>(s.coord_off[gi])) * 16u;
+          dispatch_bits(g.quantizer.bits(), [&](auto bits_c) {
+            constexpr int B = decltype(bits_c)::value;
+            switch (gb) {
+              case 4: accumulate_span64<B, 4>(s, gi, pages, npages, tmp, acc_h); break;
+              case 2: accumulate_span64<B, 2>(s, gi, pages, npages, tmp, acc_h); break;
+              default: accumulate_span64<B, 1>(s, gi, pages, npages, tmp, acc_h); break;
+            }
+          });
+          h += gb;
+        }
+      }
+      return;
+    }
+#endif
+    const std::size_t P = static_cast<std::size_t>(s.P);
+    for (int p = 0; p < npages; ++p)
+      accumulate_page<Layout>(s, pages[p], p + 1 < npages ? s.P : nvalid_last, w + static_cast<std::size_t>(p) * G * P, G, acc,
+                              tmp);
+  }
+
   //! out[h][D] += P_g^T (lane sums of acc) for every group: the rotation back, once per step.
   static void finish(const head_state& s, const float* acc, int G, float* out) {
     alignas(64) float y[max_codec_dim];
@@ -410,6 +461,40 @@ struct gtq_pages {
           a[hh] = simd::fma(c1, simd::load(w + 16), a[hh]);
           a[hh] = simd::fma(c2, simd::load(w + 32), a[hh]);
           a[hh] = simd::fma(c3, simd::load(w + 48), a[hh]);
+        }
+      }
+      for (int hh = 0; hh < GB; ++hh) simd::store(acc + hh * hstride + static_cast<std::size_t>(j) * 16u, a[hh]);
+    }
+  }
+
+  // Values over a span of pages; wr = weights times radii, [GB][npages*P].
+  template <int B, int GB>
+  static void accumulate_span64(const head_state& s, std::size_t gi, const std::uint8_t* const* pages, int npages,
+                                const float* wr, float* acc) {
+    const gtq_group& g = s.codec.groups()[gi];
+    const int n = g.quantizer.dim();
+    const float* cent = g.quantizer.centroids();
+    const std::size_t P = static_cast<std::size_t>(s.P);
+    const std::size_t span = P * static_cast<std::size_t>(npages);
+    const std::size_t hstride = static_cast<std::size_t>(s.dim()) * 16u;
+    const std::size_t region = s.region[gi];
+    for (int j = 0; j < n; ++j) {
+      simd::vf16 a[GB];
+      for (int hh = 0; hh < GB; ++hh) a[hh] = simd::load(acc + hh * hstride + static_cast<std::size_t>(j) * 16u);
+      for (int p = 0; p < npages; ++p) {
+        for (int t64 = 0; t64 < s.P; t64 += 64) {
+          const __m512i bytes = bit_plane_layout::load64<B>(pages[p] + region, s.P, t64, j);
+          const simd::vf16 c0 = simd::lookup<B>(cent, chunk_idx<B, 0>(bytes));
+          const simd::vf16 c1 = simd::lookup<B>(cent, chunk_idx<B, 1>(bytes));
+          const simd::vf16 c2 = simd::lookup<B>(cent, chunk_idx<B, 2>(bytes));
+          const simd::vf16 c3 = simd::lookup<B>(cent, chunk_idx<B, 3>(bytes));
+          for (int hh = 0; hh < GB; ++hh) {
+            const float* w = wr + hh * span + static_cast<std::size_t>(p) * P + static_cast<std::size_t>(t64);
+            a[hh] = simd::fma(c0, simd::load(w), a[hh]);
+            a[hh] = simd::fma(c1, simd::load(w + 16), a[hh]);
+            a[hh] = simd::fma(c2, simd::load(w + 32), a[hh]);
+            a[hh] = simd::fma(c3, simd::load(w + 48), a[hh]);
+          }
         }
       }
       for (int hh = 0; hh < GB; ++hh) simd::store(acc + hh * hstride + static_cast<std::size_t>(j) * 16u, a[hh]);
