@@ -96,7 +96,7 @@ __device__ __forceinline__ void score_group(const std::uint8_t* words, std::size
 #pragma unroll
     for (int k = 0; k < B; ++k) {
       const std::uint32_t w = __ldg(reinterpret_cast<const unsigned*>(row + k * row_bytes));
-      idx |= ((w >> lane) & 1u) << k;
+      idx |= plane_bit_to(w, lane, k);
     }
     const float c = cent[idx];
     const float* qj = q + j * GM;

@@ -157,7 +157,9 @@ inline void model_decode(const cache_desc& d, const device_tables& t, const std:
                       std::uint32_t wv[8];
                       for (int k = 0; k < g.bits; ++k)
                         wv[k] = load_word_le(words + (static_cast<std::size_t>(j) * g.bits + static_cast<std::size_t>(k)) * row_bytes);
-                      const float c = t.cent[static_cast<std::size_t>(g.cent) + code_from_planes(wv, g.bits, lane)];
+                      unsigned idx = 0;
+                      for (int k = 0; k < g.bits; ++k) idx |= plane_bit_to(wv[k], lane, k);  // as score_group
+                      const float c = t.cent[static_cast<std::size_t>(g.cent) + idx];
                       for (int x = 0; x < gm; ++x) a[x] = fmaf(c, sq[static_cast<std::size_t>((g.coord_off + j) * gm + x)], a[x]);
                     }
                     const float r = valid ? bgtq::detail::load_radius(part + g.radii + static_cast<std::size_t>(slot) * (g.fp32_radius ? 4u : 2u),

@@ -84,6 +84,15 @@ TEST_CASE("bit-plane word helpers agree with bit_plane_layout for every slot, co
   }
 }
 
+TEST_CASE("plane_bit_to is ((w >> t) & 1) << k for every t and k", "[cuda][host]") {
+  bgtq::counter_rng r(3);
+  for (int rep = 0; rep < 64; ++rep) {
+    const std::uint32_t w = rep == 0 ? 0xFFFFFFFFu : rep == 1 ? 0u : r.next_u32();
+    for (int t = 0; t < 32; ++t)
+      for (int k = 0; k < 8; ++k) REQUIRE(bc::plane_bit_to(w, t, k) == ((w >> t) & 1u) << k);
+  }
+}
+
 TEST_CASE("split plans cover every tile exactly once and fill the machine", "[cuda][host]") {
   for (long long T : {0LL, 1LL, 54LL, 97LL, 128LL, 129LL, 1000LL, 5000LL, 131072LL, 524288LL})
     for (int ctas : {1, 8, 17 * 8, 128, 4096})

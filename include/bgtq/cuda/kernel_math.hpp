@@ -106,6 +106,18 @@ BGTQ_HOST_DEVICE unsigned code_from_planes(const std::uint32_t* w, int bits, int
   return idx;
 }
 
+//! ((w >> t) & 1) << k, i.e. bit t of a plane word moved to bit k of a code, as one
+//! rotate (SHF.R.W on the device) and one mask; the key-scoring loop ORs B of these.
+BGTQ_HOST_DEVICE std::uint32_t plane_bit_to(std::uint32_t w, int t, int k) {
+  const unsigned s = static_cast<unsigned>(t - k) & 31u;
+#if defined(__CUDA_ARCH__)
+  const std::uint32_t r = __funnelshift_r(w, w, s);
+#else
+  const std::uint32_t r = s == 0 ? w : ((w >> s) | (w << (32u - s)));
+#endif
+  return r & (1u << k);
+}
+
 //! Plane word k of 32 codes (bit t = bit k of codes[t]).
 BGTQ_HOST_DEVICE std::uint32_t plane_word(const unsigned* codes, int k) {
   std::uint32_t w = 0;
