@@ -191,7 +191,7 @@ class tq_quantizer {
 
  private:
   tq_params p_{};
-  any_rotation rot_{};
+  any_rotation rot_{rotation_kind::identity, 2, 0};
   std::vector<float> thresholds_;
   std::vector<float> centroids_;
   std::uint8_t zero_code_ = 0;
