@@ -61,7 +61,7 @@ __device__ __forceinline__ float warp_sum(float v) {
 // ---------------------------------------------------------------- 1. query rotation
 
 __global__ void __launch_bounds__(decode_threads) rotate_query_kernel(const decode_kparams p) {
-  extern __shared__ __align__(16) float s_x[];  // [D] the query, float
+  float* s_x = dynamic_smem<float>();  // [D] the query, float
   const int hq = blockIdx.x;
   const int b = blockIdx.y;
   const head_meta hm = p.heads[p.layer * p.Hkv + hq / p.G];
@@ -155,7 +155,7 @@ __device__ __forceinline__ void accumulate_dispatch(int bits, const std::uint8_t
 
 template <int GM>
 __global__ void __launch_bounds__(decode_threads) decode_split_kernel(const decode_kparams p) {
-  extern __shared__ __align__(16) float smem[];
+  float* smem = dynamic_smem<float>();
   const split_smem L = split_smem_layout(GM, p.key_coords, p.key_cent, p.value_cent, p.value_groups);
   float* s_q = smem + L.q;    // [key coord][GM]
   float* s_kc = smem + L.kc;  // key centroid tables
@@ -380,7 +380,7 @@ __global__ void __launch_bounds__(decode_threads) decode_split_kernel(const deco
 // ---------------------------------------------------------------- 3. merge
 
 __global__ void __launch_bounds__(decode_threads) merge_kernel(const decode_kparams p) {
-  extern __shared__ __align__(16) float sm[];
+  float* sm = dynamic_smem<float>();
   float* s_y = sm;             // [D] merged accumulator, rotated value coordinates
   float* s_x = s_y + p.D;      // [D] rotated back to head dims
   float* s_q = s_x + p.D;      // [D] the raw query (window scores)
@@ -470,7 +470,8 @@ errc launch_split(const decode_kparams& kp, const split_plan& sp, std::size_t sm
     BGTQ_CUDA_TRY(
         cudaFuncSetAttribute(decode_split_kernel<GM>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const dim3 grid(static_cast<unsigned>(sp.splits), static_cast<unsigned>(kp.Hkv * kp.hchunks), static_cast<unsigned>(kp.batch));
-  decode_split_kernel<GM><<<grid, decode_threads, smem, st>>>(kp);
+  const dim3 block(decode_threads);
+  BGTQ_LAUNCH(decode_split_kernel<GM>, grid, block, smem, st, kp);
   BGTQ_CUDA_LAUNCHED("decode_split_kernel");
   return errc::ok;
 }
@@ -541,8 +542,9 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
     return detail::arg_fail(errc::invalid_argument, "decode_attention: max_pages_per_seq must be > 0");
   const cudaStream_t st = as_stream(stream);
 
-  rotate_query_kernel<<<dim3(static_cast<unsigned>(d.q_heads), static_cast<unsigned>(a.batch)), decode_threads,
-                        static_cast<std::size_t>(d.head_dim) * 4u, st>>>(kp);
+  const dim3 head_grid(static_cast<unsigned>(d.q_heads), static_cast<unsigned>(a.batch));
+  const dim3 block(decode_threads);
+  BGTQ_LAUNCH(rotate_query_kernel, head_grid, block, static_cast<std::size_t>(d.head_dim) * 4u, st, kp);
   BGTQ_CUDA_LAUNCHED("rotate_query_kernel");
 
   const split_smem L = split_smem_layout(gm, kp.key_coords, kp.key_cent, kp.value_cent, kp.value_groups);
@@ -559,7 +561,7 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
   const std::size_t msmem = (3u * static_cast<std::size_t>(d.head_dim) + static_cast<std::size_t>(kp.wcap > 0 ? kp.wcap : 1)) * 4u;
   if (msmem > 48u * 1024u)
     BGTQ_CUDA_TRY(cudaFuncSetAttribute(merge_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(msmem)));
-  merge_kernel<<<dim3(static_cast<unsigned>(d.q_heads), static_cast<unsigned>(a.batch)), decode_threads, msmem, st>>>(kp);
+  BGTQ_LAUNCH(merge_kernel, head_grid, block, msmem, st, kp);
   BGTQ_CUDA_LAUNCHED("merge_kernel");
   return errc::ok;
 }

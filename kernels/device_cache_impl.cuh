@@ -75,6 +75,29 @@ struct device_cache::impl {
   }
 };
 
+//! Kernel launch: `kernel<<<grid, block, smem, stream>>>(args...)`, or the CPU
+//! emulator's launch when built with BGTQ_CUDA_EMULATION (tests/cuda/emu). Pass grid
+//! and block as named dim3 values (a macro argument cannot hold a comma).
+#if defined(BGTQ_CUDA_EMULATION)
+#define BGTQ_LAUNCH(kernel, grid, block, smem, stream, ...) ::bgtq_emu::launch(kernel, grid, block, smem, __VA_ARGS__)
+#else
+#define BGTQ_LAUNCH(kernel, grid, block, smem, stream, ...) kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
+#endif
+
+//! The CTA's dynamic shared memory (16-byte aligned).
+#if defined(BGTQ_CUDA_EMULATION)
+template <class T>
+inline T* dynamic_smem() {
+  return static_cast<T*>(::bgtq_emu::dynamic_smem());
+}
+#else
+template <class T>
+__device__ __forceinline__ T* dynamic_smem() {
+  extern __shared__ __align__(16) unsigned char bgtq_dynamic_smem_[];
+  return reinterpret_cast<T*>(bgtq_dynamic_smem_);
+}
+#endif
+
 //! cudaStream_t from the opaque handle.
 inline cudaStream_t as_stream(void* s) { return static_cast<cudaStream_t>(s); }
 

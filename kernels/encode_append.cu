@@ -35,7 +35,7 @@ struct encode_kparams {
 };
 
 __global__ void __launch_bounds__(encode_threads) encode_kernel(const encode_kparams p) {
-  extern __shared__ __align__(16) float smem[];
+  float* smem = dynamic_smem<float>();
   __shared__ long long s_slot[encode_tile];
   __shared__ float s_r[encode_tile], s_inv[encode_tile];
   __shared__ int s_zero[encode_tile];
@@ -209,7 +209,8 @@ errc device_cache::encode_append(const encode_args& a, void* stream) noexcept {
   kp.slots = a.slot_mapping;
   kp.nonfinite = a.nonfinite;
   const dim3 grid(static_cast<unsigned>((a.tokens + encode_tile - 1) / encode_tile), static_cast<unsigned>(d.kv_heads), 2u);
-  encode_kernel<<<grid, encode_threads, smem, as_stream(stream)>>>(kp);
+  const dim3 block(encode_threads);
+  BGTQ_LAUNCH(encode_kernel, grid, block, smem, as_stream(stream), kp);
   BGTQ_CUDA_LAUNCHED("encode_kernel");
   return errc::ok;
 }

@@ -181,11 +181,15 @@ errc device_energy::accumulate(const void* q, const void* k, long long tokens, d
     kp.max_chunks = m.max_chunks;
     kp.block_dims = m.block_dims;
     kp.partial = m.partial;
-    energy_partial_kernel<<<dim3(static_cast<unsigned>(chunks), static_cast<unsigned>(m.Hkv)), energy_threads, 0, st>>>(kp);
+    const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(m.Hkv));
+    const dim3 block(energy_threads);
+    BGTQ_LAUNCH(energy_partial_kernel, grid, block, 0, st, kp);
     BGTQ_CUDA_LAUNCHED("energy_partial_kernel");
     std::size_t tb = m.temp_bytes;
     BGTQ_CUDA_TRY(cub::DeviceSegmentedReduce::Sum(m.temp, tb, m.partial, m.reduced, nseg, m.offsets, m.offsets + 1, st));
-    add_kernel<<<(nseg + 255) / 256, 256, 0, st>>>(m.sums, m.reduced, nseg);
+    const dim3 add_grid(static_cast<unsigned>((nseg + 255) / 256));
+    const dim3 add_block(256);
+    BGTQ_LAUNCH(add_kernel, add_grid, add_block, 0, st, m.sums, m.reduced, nseg);
     BGTQ_CUDA_LAUNCHED("energy add_kernel");
   }
   m.tokens += tokens;

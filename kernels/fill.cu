@@ -33,8 +33,10 @@ errc fill_uniform(void* dst, std::size_t n, dtype type, std::uint64_t seed, floa
   const std::size_t quads = (n + 3) / 4;
   const std::size_t blocks = (quads + 255) / 256;
   BGTQ_ARG_CHECK(blocks < (1ull << 31), errc::invalid_argument, "fill_uniform: too many elements");
-  fill_kernel<<<static_cast<unsigned>(blocks), 256, 0, as_stream(stream)>>>(
-      dst, n, type, static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32), lo, hi - lo);
+  const dim3 grid(static_cast<unsigned>(blocks));
+  const dim3 block(256);
+  BGTQ_LAUNCH(fill_kernel, grid, block, 0, as_stream(stream), dst, n, type, static_cast<std::uint32_t>(seed),
+              static_cast<std::uint32_t>(seed >> 32), lo, hi - lo);
   BGTQ_CUDA_LAUNCHED("fill_kernel");
   return errc::ok;
 }
