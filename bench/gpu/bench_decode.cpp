@@ -2,7 +2,8 @@
 //
 //   bench_decode --probe                 prints the device (exit 77 without one)
 //   bench_decode --check                 device checks vs the CPU reference (no Catch2 needed)
-//   bench_decode [--quick] [--runs N] [--json FILE]
+//   bench_decode [--quick | --tiny] [--runs N] [--json FILE]   (--tiny: T 256/1024, batch 1/2,
+//                                        a dry run of the program, e.g. on the CPU emulator)
 //                                        device-to-device copy bandwidth, then packed decode
 //                                        attention at T = 4K..512K, batch 1 and 16, D = 128,
 //                                        Hq = 32, Hkv = 8, Block-GTQ and uniform TQ-MSE at
@@ -172,20 +173,22 @@ struct row {
   double bytes_per_token = 0;
 };
 
-int run_bench(bool quick, int runs, const std::string& json_path) {
+int run_bench(bool quick, bool tiny, int runs, const std::string& json_path) {
   int dev = 0;
   DIE_CUDA(cudaGetDevice(&dev));
   cudaDeviceProp prop{};
   DIE_CUDA(cudaGetDeviceProperties(&prop, dev));
   std::fprintf(stderr, "device: %s, %d SMs, %.1f GiB\n", prop.name, prop.multiProcessorCount,
                static_cast<double>(prop.totalGlobalMem) / (1u << 30));
-  const double copy_bw = copy_bandwidth(std::size_t{1} << 30, std::max(runs, 20));
+  const double copy_bw = copy_bandwidth(tiny ? std::size_t{1} << 24 : std::size_t{1} << 30, std::max(runs, 20));
   std::fprintf(stderr, "device-to-device copy bandwidth: %.1f GB/s (2 x bytes / time, median of %d)\n", copy_bw * 1e-9,
                std::max(runs, 20));
 
   const int Hkv = 8, Hq = 32, D = 128, P = 64;
-  const std::vector<long long> Ts = quick ? std::vector<long long>{4096, 32768} : std::vector<long long>{4096, 32768, 131072, 524288};
-  const std::vector<int> batches{1, 16};
+  const std::vector<long long> Ts = tiny    ? std::vector<long long>{256, 1024}
+                                    : quick ? std::vector<long long>{4096, 32768}
+                                            : std::vector<long long>{4096, 32768, 131072, 524288};
+  const std::vector<int> batches = tiny ? std::vector<int>{1, 2} : std::vector<int>{1, 16};
   const long long maxT = Ts.back();
   const int max_batch = batches.back();
   const long long total_tokens = maxT * max_batch;
@@ -215,7 +218,7 @@ int run_bench(bool quick, int runs, const std::string& json_path) {
   }
 
   // random fp16 input chunk, reused for every page range
-  const int chunk = 32768;
+  const int chunk = tiny ? 512 : 32768;
   const std::size_t row_elems = static_cast<std::size_t>(Hkv) * D;
   void *dk = nullptr, *dv = nullptr, *dslots = nullptr, *dq = nullptr, *dout = nullptr, *dpt = nullptr, *dqn = nullptr;
   DIE_CUDA(cudaMalloc(&dk, chunk * row_elems * 2));
@@ -373,7 +376,7 @@ int run_bench(bool quick, int runs, const std::string& json_path) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool check = false, quick = false, probe = false;
+  bool check = false, quick = false, probe = false, tiny = false;
   int runs = 25;
   std::string json;
   for (int i = 1; i < argc; ++i) {
@@ -384,12 +387,14 @@ int main(int argc, char** argv) {
       probe = true;
     } else if (a == "--quick") {
       quick = true;
+    } else if (a == "--tiny") {
+      tiny = true;
     } else if (a == "--runs" && i + 1 < argc) {
       runs = std::max(20, std::atoi(argv[++i]));
     } else if (a == "--json" && i + 1 < argc) {
       json = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: bench_decode [--probe | --check | [--quick] [--runs N>=20] [--json FILE]]\n");
+      std::fprintf(stderr, "usage: bench_decode [--probe | --check | [--quick | --tiny] [--runs N>=20] [--json FILE]]\n");
       return 2;
     }
   }
@@ -403,5 +408,5 @@ int main(int argc, char** argv) {
     std::printf("%d CUDA device(s); device 0: %s\n", bgtq::cuda::device_count(), name);
     return 0;
   }
-  return check ? run_checks() : run_bench(quick, runs, json);
+  return check ? run_checks() : run_bench(quick, tiny, runs, json);
 }
