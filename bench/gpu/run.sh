@@ -52,13 +52,13 @@ log "nvcc: $("$NVCC" --version | tail -1)"
 log "host compiler: $("$CXX" --version | head -1)"
 if command -v nvidia-smi >/dev/null 2>&1; then
   nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >&2 || true
-  CC="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')"
+  SM_CC="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')"
 else
-  CC=""
+  SM_CC=""
 fi
-CC="${BGTQ_GPU_ARCH:-$CC}"  # override, e.g. 90 (also allows a build-only dry run without a GPU)
-if [[ -n "$CC" && "$CC" =~ ^[0-9]+$ ]]; then
-  ARCH="-gencode=arch=compute_${CC},code=sm_${CC}"
+SM_CC="${BGTQ_GPU_ARCH:-$SM_CC}"  # override, e.g. 90 (also allows a build-only dry run without a GPU)
+if [[ -n "$SM_CC" && "$SM_CC" =~ ^[0-9]+$ ]]; then
+  ARCH="-gencode=arch=compute_${SM_CC},code=sm_${SM_CC}"
 else
   ARCH="-arch=native"
 fi
@@ -100,7 +100,7 @@ CHECKS="$OUTDIR/checks.txt"
 : > "$CHECKS"
 use_ctest=0
 if [[ "${BGTQ_GPU_CTEST:-auto}" != "0" ]] && command -v cmake >/dev/null 2>&1 && command -v ctest >/dev/null 2>&1; then
-  if cmake -S "$ROOT" -B "$WORK/cmake" -DCMAKE_BUILD_TYPE=Release -DBGTQ_CUDA_ARCHITECTURES="${CC:-native}" \
+  if cmake -S "$ROOT" -B "$WORK/cmake" -DCMAKE_BUILD_TYPE=Release -DBGTQ_CUDA_ARCHITECTURES="${SM_CC:-native}" \
        -DCMAKE_CUDA_COMPILER="$NVCC" -DBGTQ_BUILD_TOOLS=OFF -DBGTQ_BUILD_BENCH=OFF -DBGTQ_BUILD_TESTS=ON \
        > "$WORK/cmake-configure.log" 2>&1; then
     use_ctest=1
@@ -129,7 +129,7 @@ if [[ $checks_ok -eq 1 ]]; then log "checks passed ($((SECONDS - START)) s)"; el
 QUICK=()
 [[ "${BGTQ_GPU_QUICK:-0}" == "1" ]] && QUICK=(--quick)
 log "benchmark: copy bandwidth and packed decode attention"
-"$WORK/bench_decode" "${QUICK[@]}" --runs 25 --json "$OUTDIR/packed.json" > "$OUTDIR/packed_table.txt" \
+"$WORK/bench_decode" ${QUICK[@]+"${QUICK[@]}"} --runs 25 --json "$OUTDIR/packed.json" > "$OUTDIR/packed_table.txt" \
   || die "bench_decode failed"
 log "packed decode timed ($((SECONDS - START)) s)"
 PY="$(command -v python3 || command -v python || true)"
