@@ -215,8 +215,8 @@ int run(cli::args& a) {
                   v ? r.m.out_rel_l2 : 0.0, r.key_bytes + r.value_bytes, 4.0 * D / (r.key_bytes + r.value_bytes));
     }
     for (const auto& c : comps)
-      std::printf("Block-GTQ vs uniform TQ-MSE at %d bits: logit MAE -%.1f%%, KL -%.1f%%, wins %d/%d layers\n", c.bits,
-                  100 * c.mae_red, 100 * c.kl_red, c.wins, L);
+      std::printf("Block-GTQ vs uniform TQ-MSE at %d bits: logit MAE %+.1f%%, KL %+.1f%%, wins %d/%d layers\n", c.bits,
+                  -100 * c.mae_red, -100 * c.kl_red, c.wins, L);
   }
   return 0;
 }
@@ -224,7 +224,7 @@ int run(cli::args& a) {
 cli::registrar reg{{"eval", "compare Block-GTQ, uniform TQ-MSE, KIVI and fp16 on Q/K(/V) activation dumps",
                     "--q Q.npy --k K.npy [--v V.npy] --rope interleaved|half [--rotary-dim R] [--calib-tokens N] "
                     "[--eval-all] [--bits 2,3,4] [--methods fp16,tq,bgtq,kivi,kivi-sym] [--b-min M] [--b-max M] "
-                    "[--scope head|layer|model] [--distortion rate4|codebook] [--seed S] [-o RESULTS.json] [--json]",
-                    &run, {"json", "eval-all", "norm-correction"}}};
+                    "[--scope head|layer|model] [--distortion rate4|codebook] [--seed S] [--charge-radii] [-o RESULTS.json] [--json]",
+                    &run, {"json", "eval-all", "norm-correction", "charge-radii"}}};
 
 }  // namespace

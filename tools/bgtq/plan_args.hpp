@@ -16,7 +16,8 @@ inline rope_pairing pairing_from_args(args& a) {
   }
 }
 
-//! Allocation options: --b-min --b-max --scope --distortion --value-bits --seed --norm-correction.
+//! Allocation options: --b-min --b-max --scope --distortion --value-bits --seed --norm-correction
+//! --charge-radii.
 inline plan_options plan_options_from_args(args& a, double avg_bits) {
   plan_options o;
   o.avg_bits = avg_bits;
@@ -35,6 +36,7 @@ inline plan_options plan_options_from_args(args& a, double avg_bits) {
   o.value_bits = static_cast<int>(a.get_int("value-bits", -1, -1, 8));
   o.seed = static_cast<std::uint64_t>(a.get_int("seed", 0x5eed, 0, (1L << 62)));
   o.norm_correction = a.flag("norm-correction");
+  o.charge_radii = a.flag("charge-radii");
   return o;
 }
 
