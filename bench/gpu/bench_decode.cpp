@@ -1,0 +1,412 @@
+// bench_decode: GPU decode-attention benchmark and device self-check (bench/gpu/run.sh).
+//
+//   bench_decode --probe                 prints the device (exit 77 without one)
+//   bench_decode --check                 device checks vs the CPU reference (no Catch2 needed)
+//   bench_decode [--quick | --tiny] [--runs N] [--json FILE]   (--tiny: T 256/1024, batch 1/2,
+//                                        a dry run of the program, e.g. on the CPU emulator)
+//                                        device-to-device copy bandwidth, then packed decode
+//                                        attention at T = 4K..512K, batch 1 and 16, D = 128,
+//                                        Hq = 32, Hkv = 8, Block-GTQ and uniform TQ-MSE at
+//                                        K3V3 and K2V2 (CUDA events, median of N >= 20 runs)
+//
+// Pages are filled on the device by encode_append from random fp16 keys/values (one
+// 32K-token random chunk encoded into every page range: distinct memory, repeating
+// content; the content does not change the work of the kernel). The printed table has
+// no fp16 column: bench/gpu/sdpa.py times PyTorch SDPA on the same shapes and merges.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <bgtq/cuda/device.hpp>
+#include <bgtq/cuda/device_cache.hpp>
+#include <bgtq/cuda/upload.hpp>
+
+#include "gpu_device_checks.hpp"
+
+namespace {
+
+using namespace bgtq_gpu;
+namespace bc = bgtq::cuda;
+
+#define DIE_CUDA(call)                                                                                   \
+  do {                                                                                                   \
+    const cudaError_t e_ = (call);                                                                       \
+    if (e_ != cudaSuccess) {                                                                             \
+      std::fprintf(stderr, "bench_decode: %s failed: %s (%s:%d)\n", #call, cudaGetErrorString(e_), __FILE__, __LINE__); \
+      std::exit(1);                                                                                      \
+    }                                                                                                    \
+  } while (0)
+#define DIE_ERRC(call)                                                                                   \
+  do {                                                                                                   \
+    const bgtq::errc e_ = (call);                                                                        \
+    if (e_ != bgtq::errc::ok) {                                                                          \
+      std::fprintf(stderr, "bench_decode: %s returned %s: %s\n", #call, bgtq::to_string(e_), bc::last_error_message()); \
+      std::exit(1);                                                                                      \
+    }                                                                                                    \
+  } while (0)
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0.0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
+}
+
+// ------------------------------------------------------------------ --check
+
+int run_checks() {
+  std::vector<check_report> reps;
+  method mixed;
+  mixed.name = "gtq-mixed-1..8";
+  mixed.keys = key_kind::mixed;
+  method tq3;
+  tq3.name = "tq3";
+  tq3.keys = key_kind::uniform;
+  method tq2 = tq3;
+  tq2.name = "tq2";
+  tq2.key_bits = tq2.value_bits = 2;
+  method greedy;
+  greedy.name = "gtq-greedy-3";
+  greedy.keys = key_kind::greedy;
+  method nc = tq3;
+  nc.name = "tq3-normcorr-fp32";
+  nc.norm_correction = true;
+  nc.fp32_radius = true;
+  for (int D : {64, 128}) {
+    shape s;
+    s.head_dim = D;
+    s.kv_heads = 3;
+    s.q_heads = 6;
+    s.max_pages = 40;
+    reps.push_back(gpu_check_encode(s, mixed, {97, 54, 200, 1}, bc::dtype::f16, false, 3, 1 + D));
+    reps.push_back(gpu_check_encode(s, mixed, {97, 54, 200, 1}, bc::dtype::bf16, true, 1, 2 + D));
+    reps.push_back(gpu_check_encode(s, tq2, {300, 97}, bc::dtype::f32, false, 2, 3 + D));
+    reps.push_back(gpu_check_encode(s, nc, {130, 33}, bc::dtype::f16, true, 1, 4 + D, true));
+  }
+  const int pool[] = {1, 54, 97, 1000, 5000};
+  for (int D : {64, 128})
+    for (int G : {1, 4, 8})
+      for (int batch : {1, 17}) {
+        shape s;
+        s.head_dim = D;
+        s.kv_heads = 2;
+        s.q_heads = 2 * G;
+        s.sink = batch == 17 ? 4 : 0;
+        s.recent = batch == 17 ? 32 : 0;
+        std::vector<int> lengths;
+        for (int i = 0; i < batch; ++i) lengths.push_back(batch == 1 ? 5000 : pool[(i * 3) % 5]);
+        s.max_pages = 0;
+        for (int L : lengths) s.max_pages += (L + 63) / 64;
+        reps.push_back(gpu_check_decode(s, G == 4 ? greedy : mixed, lengths, bc::dtype::f32, 0, 10 + D + G + batch));
+      }
+  for (int bits : {2, 3})
+    for (int L : {1, 54, 97, 1000}) {
+      shape s;
+      s.head_dim = 128;
+      s.kv_heads = 4;
+      s.q_heads = 16;
+      s.sink = 2;
+      s.recent = 16;
+      s.max_pages = (L + 63) / 64 + 1;
+      reps.push_back(gpu_check_decode(s, bits == 2 ? tq2 : tq3, {L}, bc::dtype::f16, bits == 2 ? 3 : 0, 20 + L));
+    }
+  {
+    shape s;
+    s.head_dim = 128;
+    s.kv_heads = 1;
+    s.q_heads = 16;
+    s.sink = 1;
+    s.recent = 8;
+    s.max_pages = 120;
+    reps.push_back(gpu_check_decode(s, mixed, {1000, 97, 5000}, bc::dtype::bf16, 64, 30));
+  }
+  reps.push_back(gpu_check_energy(8, 2, 64, bgtq::rope_pairing::interleaved, 1000, bc::dtype::f32, 300, 40));
+  reps.push_back(gpu_check_energy(32, 8, 128, bgtq::rope_pairing::half, 517, bc::dtype::f16, 4096, 41));
+  int failed = 0;
+  for (const auto& r : reps) {
+    std::printf("%s %s\n", r.ok ? "PASS" : "FAIL", r.what.c_str());
+    failed += r.ok ? 0 : 1;
+  }
+  std::printf("check: %zu passed, %d failed\n", reps.size() - static_cast<std::size_t>(failed), failed);
+  return failed == 0 ? 0 : 1;
+}
+
+// ------------------------------------------------------------------ benchmark
+
+double copy_bandwidth(std::size_t bytes, int runs) {
+  void *a = nullptr, *b = nullptr;
+  DIE_CUDA(cudaMalloc(&a, bytes));
+  DIE_CUDA(cudaMalloc(&b, bytes));
+  DIE_CUDA(cudaMemset(a, 1, bytes));
+  cudaEvent_t e0, e1;
+  DIE_CUDA(cudaEventCreate(&e0));
+  DIE_CUDA(cudaEventCreate(&e1));
+  for (int i = 0; i < 3; ++i) DIE_CUDA(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
+  std::vector<double> t;
+  for (int i = 0; i < runs; ++i) {
+    DIE_CUDA(cudaEventRecord(e0));
+    DIE_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
+    DIE_CUDA(cudaEventRecord(e1));
+    DIE_CUDA(cudaEventSynchronize(e1));
+    float ms = 0;
+    DIE_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+    t.push_back(ms * 1e-3);
+  }
+  DIE_CUDA(cudaEventDestroy(e0));
+  DIE_CUDA(cudaEventDestroy(e1));
+  DIE_CUDA(cudaFree(a));
+  DIE_CUDA(cudaFree(b));
+  return 2.0 * static_cast<double>(bytes) / median(t);  // bytes read + written per second
+}
+
+struct row {
+  std::string method, kv;
+  int batch = 0;
+  long long T = 0;
+  double us = 0, bytes = 0, frac = 0, gbps = 0;
+  int splits = 0;
+  double bytes_per_token = 0;
+};
+
+int run_bench(bool quick, bool tiny, int runs, const std::string& json_path) {
+  int dev = 0;
+  DIE_CUDA(cudaGetDevice(&dev));
+  cudaDeviceProp prop{};
+  DIE_CUDA(cudaGetDeviceProperties(&prop, dev));
+  std::fprintf(stderr, "device: %s, %d SMs, %.1f GiB\n", prop.name, prop.multiProcessorCount,
+               static_cast<double>(prop.totalGlobalMem) / (1u << 30));
+  const double copy_bw = copy_bandwidth(tiny ? std::size_t{1} << 24 : std::size_t{1} << 30, std::max(runs, 20));
+  std::fprintf(stderr, "device-to-device copy bandwidth: %.1f GB/s (2 x bytes / time, median of %d)\n", copy_bw * 1e-9,
+               std::max(runs, 20));
+
+  const int Hkv = 8, Hq = 32, D = 128, P = 64;
+  const std::vector<long long> Ts = tiny    ? std::vector<long long>{256, 1024}
+                                    : quick ? std::vector<long long>{4096, 32768}
+                                            : std::vector<long long>{4096, 32768, 131072, 524288};
+  const std::vector<int> batches = tiny ? std::vector<int>{1, 2} : std::vector<int>{1, 16};
+  const long long maxT = Ts.back();
+  const int max_batch = batches.back();
+  const long long total_tokens = maxT * max_batch;
+  const int max_pages = static_cast<int>(total_tokens / P);
+
+  struct mdef {
+    std::string label, kv;
+    method m;
+  };
+  std::vector<mdef> methods;
+  for (int bits : {3, 2}) {
+    mdef g;
+    g.label = "Block-GTQ";
+    g.kv = "K" + std::to_string(bits) + "V" + std::to_string(bits);
+    g.m.name = "gtq" + std::to_string(bits);
+    g.m.keys = key_kind::greedy;
+    g.m.key_bits = bits;
+    g.m.value_bits = bits;
+    g.m.pairing = bgtq::rope_pairing::half;
+    g.m.haar_max_dim = 64;
+    methods.push_back(g);
+    mdef u = g;
+    u.label = "TQ-MSE";
+    u.m.name = "tq" + std::to_string(bits);
+    u.m.keys = key_kind::uniform;
+    methods.push_back(u);
+  }
+
+  // random fp16 input chunk, reused for every page range
+  const int chunk = tiny ? 512 : 32768;
+  const std::size_t row_elems = static_cast<std::size_t>(Hkv) * D;
+  void *dk = nullptr, *dv = nullptr, *dslots = nullptr, *dq = nullptr, *dout = nullptr, *dpt = nullptr, *dqn = nullptr;
+  DIE_CUDA(cudaMalloc(&dk, chunk * row_elems * 2));
+  DIE_CUDA(cudaMalloc(&dv, chunk * row_elems * 2));
+  DIE_CUDA(cudaMalloc(&dslots, static_cast<std::size_t>(chunk) * 8));
+  DIE_ERRC(bc::fill_uniform(dk, chunk * row_elems, bc::dtype::f16, 1, -2.0f, 2.0f));
+  DIE_ERRC(bc::fill_uniform(dv, chunk * row_elems, bc::dtype::f16, 2, -1.0f, 1.0f));
+  DIE_CUDA(cudaMalloc(&dq, static_cast<std::size_t>(max_batch) * Hq * D * 4));
+  DIE_CUDA(cudaMalloc(&dout, static_cast<std::size_t>(max_batch) * Hq * D * 4));
+  DIE_ERRC(bc::fill_uniform(dq, static_cast<std::size_t>(max_batch) * Hq * D, bc::dtype::f32, 3, -1.0f, 1.0f));
+  DIE_CUDA(cudaMalloc(&dpt, static_cast<std::size_t>(max_pages) * 4));
+  DIE_CUDA(cudaMalloc(&dqn, static_cast<std::size_t>(max_batch) * 4));
+  cudaEvent_t e0, e1;
+  DIE_CUDA(cudaEventCreate(&e0));
+  DIE_CUDA(cudaEventCreate(&e1));
+
+  std::vector<row> rows;
+  std::vector<std::string> encode_lines;
+  for (const mdef& md : methods) {
+    shape s;
+    s.layers = 1;
+    s.kv_heads = Hkv;
+    s.q_heads = Hq;
+    s.head_dim = D;
+    s.page_tokens = P;
+    s.max_pages = 1;  // host object only describes the layout
+    const auto host = make_cache(s, md.m, 2024);
+    bc::device_cache cache;
+    DIE_ERRC(bc::device_cache::create(bc::describe(host, max_pages), cache));
+    const double head_bytes = static_cast<double>(cache.page_part_bytes(0, 0));
+    // fill every page: token t of the pool -> slot t (pages in order)
+    std::vector<std::int64_t> slots(static_cast<std::size_t>(chunk));
+    std::vector<double> enc_t;
+    for (long long t0 = 0; t0 < total_tokens; t0 += chunk) {
+      for (int i = 0; i < chunk; ++i) slots[static_cast<std::size_t>(i)] = t0 + i;
+      DIE_CUDA(cudaMemcpy(dslots, slots.data(), slots.size() * 8, cudaMemcpyHostToDevice));
+      bc::encode_args a;
+      a.layer = 0;
+      a.tokens = chunk;
+      a.type = bc::dtype::f16;
+      a.k = dk;
+      a.v = dv;
+      a.slot_mapping = static_cast<const std::int64_t*>(dslots);
+      DIE_CUDA(cudaEventRecord(e0));
+      DIE_ERRC(cache.encode_append(a));
+      DIE_CUDA(cudaEventRecord(e1));
+      DIE_CUDA(cudaEventSynchronize(e1));
+      float ms = 0;
+      DIE_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+      enc_t.push_back(ms * 1e-3);
+    }
+    {
+      const double t = median(enc_t);
+      const double in_bytes = 2.0 * chunk * row_elems * 2;  // fp16 K and V read
+      char buf[256];
+      std::snprintf(buf, sizeof buf, "encode %-9s %s: %d tokens x %d heads in %.1f us (%.1f GB/s of fp16 input, %.3f of copy bw)",
+                    md.label.c_str(), md.kv.c_str(), chunk, Hkv, t * 1e6, in_bytes / t * 1e-9, in_bytes / t / copy_bw);
+      encode_lines.push_back(buf);
+      std::fprintf(stderr, "%s\n", buf);
+    }
+    for (int B : batches)
+      for (long long T : Ts) {
+        const int pps = static_cast<int>(T / P);
+        std::vector<int> pt(static_cast<std::size_t>(B) * pps), qn(static_cast<std::size_t>(B), static_cast<int>(T));
+        for (int b = 0; b < B; ++b)
+          for (int p = 0; p < pps; ++p) pt[static_cast<std::size_t>(b) * pps + p] = b * static_cast<int>(maxT / P) + p;
+        DIE_CUDA(cudaMemcpy(dpt, pt.data(), pt.size() * 4, cudaMemcpyHostToDevice));
+        DIE_CUDA(cudaMemcpy(dqn, qn.data(), qn.size() * 4, cudaMemcpyHostToDevice));
+        const bc::split_plan sp = cache.decode_plan(B, T);
+        void* ws = nullptr;
+        const std::size_t wsb = cache.decode_workspace_bytes(B, sp.splits);
+        DIE_CUDA(cudaMalloc(&ws, wsb));
+        bc::decode_args a;
+        a.layer = 0;
+        a.batch = B;
+        a.q_type = bc::dtype::f32;
+        a.q = dq;
+        a.out = static_cast<float*>(dout);
+        a.page_table = static_cast<const int*>(dpt);
+        a.max_pages_per_seq = pps;
+        a.quantized = static_cast<const int*>(dqn);
+        a.max_quantized = T;
+        a.workspace = ws;
+        a.workspace_bytes = wsb;
+        for (int i = 0; i < 3; ++i) DIE_ERRC(cache.decode_attention(a));
+        DIE_CUDA(cudaDeviceSynchronize());
+        std::vector<double> t;
+        for (int i = 0; i < runs; ++i) {
+          DIE_CUDA(cudaEventRecord(e0));
+          DIE_ERRC(cache.decode_attention(a));
+          DIE_CUDA(cudaEventRecord(e1));
+          DIE_CUDA(cudaEventSynchronize(e1));
+          float ms = 0;
+          DIE_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+          t.push_back(ms * 1e-3);
+        }
+        std::vector<float> out(static_cast<std::size_t>(B) * Hq * D);
+        DIE_CUDA(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost));
+        for (float x : out)
+          if (!std::isfinite(x)) {
+            std::fprintf(stderr, "bench_decode: non-finite output (%s %s B=%d T=%lld)\n", md.label.c_str(), md.kv.c_str(), B, T);
+            return 1;
+          }
+        DIE_CUDA(cudaFree(ws));
+        row r;
+        r.method = md.label;
+        r.kv = md.kv;
+        r.batch = B;
+        r.T = T;
+        r.us = median(t) * 1e6;
+        // packed pages read + queries/outputs + split partials written and read back
+        r.bytes = static_cast<double>(B) * Hkv * pps * head_bytes + 2.0 * B * Hq * D * 4 +
+                  2.0 * B * Hq * sp.splits * (D + 2) * 4.0;
+        r.gbps = r.bytes / (r.us * 1e-6) * 1e-9;
+        r.frac = r.bytes / (r.us * 1e-6) / copy_bw;
+        r.splits = sp.splits;
+        r.bytes_per_token = head_bytes / P;
+        rows.push_back(r);
+        std::fprintf(stderr, "%-9s %s B=%2d T=%7lld: %9.1f us, %8.3f GB/s, %.3f of copy bw (%d splits)\n", r.method.c_str(),
+                     r.kv.c_str(), B, T, r.us, r.gbps, r.frac, r.splits);
+      }
+  }
+  std::printf("%-10s %-5s %5s %8s %11s %14s %9s\n", "method", "kv", "batch", "T", "time_us", "bytes", "frac_bw");
+  for (const row& r : rows)
+    std::printf("%-10s %-5s %5d %8lld %11.1f %14.0f %9.3f\n", r.method.c_str(), r.kv.c_str(), r.batch, r.T, r.us, r.bytes, r.frac);
+  if (!json_path.empty()) {
+    FILE* f = std::fopen(json_path.c_str(), "w");
+    if (!f) {
+      std::fprintf(stderr, "bench_decode: cannot write %s\n", json_path.c_str());
+      return 1;
+    }
+    std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"sms\": %d,\n  \"copy_bw_Bps\": %.6e,\n  \"runs\": %d,\n", prop.name,
+                 prop.multiProcessorCount, copy_bw, runs);
+    std::fprintf(f, "  \"shape\": {\"Hq\": %d, \"Hkv\": %d, \"D\": %d, \"page_tokens\": %d},\n", Hq, Hkv, D, P);
+    std::fprintf(f, "  \"encode\": [");
+    for (std::size_t i = 0; i < encode_lines.size(); ++i) std::fprintf(f, "%s\"%s\"", i ? ", " : "", encode_lines[i].c_str());
+    std::fprintf(f, "],\n  \"rows\": [\n");
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      const row& r = rows[i];
+      std::fprintf(f,
+                   "    {\"method\": \"%s\", \"kv\": \"%s\", \"batch\": %d, \"T\": %lld, \"time_us\": %.3f, \"bytes\": %.0f, "
+                   "\"frac_copy_bw\": %.5f, \"splits\": %d, \"bytes_per_token_head\": %.3f}%s\n",
+                   r.method.c_str(), r.kv.c_str(), r.batch, r.T, r.us, r.bytes, r.frac, r.splits, r.bytes_per_token,
+                   i + 1 < rows.size() ? "," : "");
+    }
+    std::fprintf(f, "  ]\n}\n");
+    std::fclose(f);
+  }
+  DIE_CUDA(cudaEventDestroy(e0));
+  DIE_CUDA(cudaEventDestroy(e1));
+  for (void* p : {dk, dv, dslots, dq, dout, dpt, dqn}) DIE_CUDA(cudaFree(p));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  bool check = false, quick = false, probe = false, tiny = false;
+  int runs = 25;
+  std::string json;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (a == "--check") {
+      check = true;
+    } else if (a == "--probe") {
+      probe = true;
+    } else if (a == "--quick") {
+      quick = true;
+    } else if (a == "--tiny") {
+      tiny = true;
+    } else if (a == "--runs" && i + 1 < argc) {
+      runs = std::max(20, std::atoi(argv[++i]));
+    } else if (a == "--json" && i + 1 < argc) {
+      json = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: bench_decode [--probe | --check | [--quick | --tiny] [--runs N>=20] [--json FILE]]\n");
+      return 2;
+    }
+  }
+  if (bgtq::cuda::device_count() == 0) {
+    std::fprintf(stderr, "bench_decode: no CUDA device\n");
+    return 77;
+  }
+  if (probe) {
+    char name[256];
+    if (bgtq::cuda::device_name(0, name, sizeof name) != bgtq::errc::ok) return 1;
+    std::printf("%d CUDA device(s); device 0: %s\n", bgtq::cuda::device_count(), name);
+    return 0;
+  }
+  return check ? run_checks() : run_bench(quick, tiny, runs, json);
+}

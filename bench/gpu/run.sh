@@ -1,0 +1,145 @@
+#!/usr/bin/env bash
+# bench/gpu/run.sh - the device script of the CUDA kernels (docs/gpu.md).
+#
+# On a GPU machine with only the CUDA toolkit (nvcc, a host g++ >= 10) and PyTorch:
+#   1. builds the kernels and bench_decode with nvcc/g++ directly (no CMake, Eigen or
+#      Catch2 needed; the kernels and the benchmark use only the std library);
+#   2. checks the kernels against the CPU reference: with CMake + Catch2 + Eigen present,
+#      the Catch2 suite (`ctest -L gpu`); otherwise `bench_decode --check`, the same
+#      device checks without Catch2;
+#   3. measures device-to-device copy bandwidth and times packed decode attention
+#      (bench_decode), then fp16 SDPA on the same shapes (sdpa.py), and prints ONE table.
+# Results go to $OUT (if set) or build-gpu/out: gpu_decode_table.txt, gpu_decode.json,
+# checks.txt, packed.json. Stops itself after 7 minutes (BGTQ_GPU_TIMEOUT seconds).
+# Environment: OUT, BGTQ_GPU_BUILD (work dir), BGTQ_GPU_ARCH (e.g. 90), BGTQ_GPU_CTEST=0
+# (skip the CMake/Catch2 path), BGTQ_GPU_QUICK=1 (T up to 32K only), BGTQ_GPU_TIMEOUT, CXX, CUDACXX.
+# Exit status: 0 all good, 1 a check failed or a step broke, 124 the time guard fired.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+GUARD_S="${BGTQ_GPU_TIMEOUT:-420}"
+
+if [[ -z "${BGTQ_GPU_GUARDED:-}" ]] && command -v timeout >/dev/null 2>&1; then
+  export BGTQ_GPU_GUARDED=1
+  set +e
+  timeout --signal=TERM --kill-after=15 "$GUARD_S" bash "${BASH_SOURCE[0]}" "$@"
+  rc=$?
+  set -e
+  if [[ $rc -eq 124 || $rc -eq 137 ]]; then
+    echo "run.sh: stopped by the ${GUARD_S}s time guard (partial results, if any, are in \$OUT)" >&2
+  fi
+  exit "$rc"
+fi
+
+log() { echo "[run.sh $(date +%H:%M:%S)] $*" >&2; }
+die() { echo "run.sh: error: $*" >&2; exit 1; }
+
+WORK="${BGTQ_GPU_BUILD:-$ROOT/build-gpu}"
+OUTDIR="${OUT:-$WORK/out}"
+mkdir -p "$WORK/obj" "$OUTDIR"
+JOBS="$(nproc 2>/dev/null || echo 4)"
+START=$SECONDS
+
+# ---------------------------------------------------------------- toolchain
+NVCC="${CUDACXX:-}"
+[[ -z "$NVCC" ]] && NVCC="$(command -v nvcc || true)"
+[[ -z "$NVCC" && -x /usr/local/cuda/bin/nvcc ]] && NVCC=/usr/local/cuda/bin/nvcc
+[[ -n "$NVCC" ]] || die "nvcc not found (set CUDACXX or put the CUDA toolkit's bin/ on PATH)"
+CUDA_HOME="$(cd "$(dirname "$NVCC")/.." && pwd)"
+CXX="${CXX:-g++}"
+command -v "$CXX" >/dev/null 2>&1 || die "host compiler $CXX not found (set CXX)"
+log "nvcc: $("$NVCC" --version | tail -1)"
+log "host compiler: $("$CXX" --version | head -1)"
+if command -v nvidia-smi >/dev/null 2>&1; then
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader >&2 || true
+  SM_CC="$(nvidia-smi --query-gpu=compute_cap --format=csv,noheader 2>/dev/null | head -1 | tr -d ' .')"
+else
+  SM_CC=""
+fi
+SM_CC="${BGTQ_GPU_ARCH:-$SM_CC}"  # override, e.g. 90 (also allows a build-only dry run without a GPU)
+if [[ -n "$SM_CC" && "$SM_CC" =~ ^[0-9]+$ ]]; then
+  ARCH="-gencode=arch=compute_${SM_CC},code=sm_${SM_CC}"
+else
+  ARCH="-arch=native"
+fi
+log "target: $ARCH, $JOBS jobs, work dir $WORK, results in $OUTDIR"
+
+# ---------------------------------------------------------------- 1. build
+NVFLAGS=(-std=c++20 -O3 $ARCH -fmad=false --expt-relaxed-constexpr -lineinfo -I"$ROOT/include" -I"$ROOT/kernels")
+pids=()
+objs=()
+for cu in "$ROOT"/kernels/*.cu; do
+  o="$WORK/obj/$(basename "${cu%.cu}").o"
+  objs+=("$o")
+  "$NVCC" "${NVFLAGS[@]}" -c "$cu" -o "$o" > "$o.log" 2>&1 &
+  pids+=($!)
+done
+fail=0
+for i in "${!pids[@]}"; do
+  if ! wait "${pids[$i]}"; then
+    cat "${objs[$i]}.log" >&2
+    fail=1
+  fi
+done
+[[ $fail -eq 0 ]] || die "kernel build failed"
+log "kernels built ($((SECONDS - START)) s)"
+CUDA_LIBS=(-L"$CUDA_HOME/lib64" -L"$CUDA_HOME/targets/x86_64-linux/lib" -L"$CUDA_HOME/lib" -lcudart_static -lrt -ldl -lpthread)
+"$CXX" -std=c++20 -O2 -march=native -ffp-contract=off -I"$ROOT/include" -I"$ROOT/tests/cuda" -I"$CUDA_HOME/include" \
+  "$ROOT/bench/gpu/bench_decode.cpp" "${objs[@]}" "${CUDA_LIBS[@]}" -o "$WORK/bench_decode" \
+  || die "bench_decode build failed"
+log "bench_decode built ($((SECONDS - START)) s)"
+set +e
+"$WORK/bench_decode" --probe >&2
+probe=$?
+set -e
+[[ $probe -eq 0 ]] || die "no usable CUDA device (bench_decode --probe exit $probe); nothing was measured"
+
+# ---------------------------------------------------------------- 2. correctness
+checks_ok=1
+CHECKS="$OUTDIR/checks.txt"
+: > "$CHECKS"
+use_ctest=0
+if [[ "${BGTQ_GPU_CTEST:-auto}" != "0" ]] && command -v cmake >/dev/null 2>&1 && command -v ctest >/dev/null 2>&1; then
+  if cmake -S "$ROOT" -B "$WORK/cmake" -DCMAKE_BUILD_TYPE=Release -DBGTQ_CUDA_ARCHITECTURES="${SM_CC:-native}" \
+       -DCMAKE_CUDA_COMPILER="$NVCC" -DBGTQ_BUILD_TOOLS=OFF -DBGTQ_BUILD_BENCH=OFF -DBGTQ_BUILD_TESTS=ON \
+       > "$WORK/cmake-configure.log" 2>&1; then
+    use_ctest=1
+  else
+    log "CMake configure failed (Eigen or Catch2 missing?), see $WORK/cmake-configure.log: using bench_decode --check"
+  fi
+else
+  log "no CMake: using bench_decode --check"
+fi
+if [[ $use_ctest -eq 1 ]]; then
+  log "Catch2 suite: building test_cuda"
+  if cmake --build "$WORK/cmake" -j "$JOBS" --target test_cuda > "$WORK/cmake-build.log" 2>&1; then
+    (cd "$WORK/cmake" && ctest -L gpu --output-on-failure) 2>&1 | tee -a "$CHECKS" >&2 || checks_ok=0
+  else
+    tail -40 "$WORK/cmake-build.log" >&2
+    log "test_cuda build failed: falling back to bench_decode --check"
+    use_ctest=0
+  fi
+fi
+if [[ $use_ctest -eq 0 ]]; then
+  "$WORK/bench_decode" --check 2>&1 | tee -a "$CHECKS" >&2 || checks_ok=0
+fi
+if [[ $checks_ok -eq 1 ]]; then log "checks passed ($((SECONDS - START)) s)"; else log "CHECKS FAILED (see $CHECKS)"; fi
+
+# ---------------------------------------------------------------- 3. benchmark
+QUICK=()
+[[ "${BGTQ_GPU_QUICK:-0}" == "1" ]] && QUICK=(--quick)
+log "benchmark: copy bandwidth and packed decode attention"
+"$WORK/bench_decode" ${QUICK[@]+"${QUICK[@]}"} --runs 25 --json "$OUTDIR/packed.json" > "$OUTDIR/packed_table.txt" \
+  || die "bench_decode failed"
+log "packed decode timed ($((SECONDS - START)) s)"
+PY="$(command -v python3 || command -v python || true)"
+if [[ -n "$PY" ]]; then
+  "$PY" "$ROOT/bench/gpu/sdpa.py" --packed "$OUTDIR/packed.json" --out "$OUTDIR" --runs 25 \
+    || { log "sdpa.py failed: packed-only table follows"; cat "$OUTDIR/packed_table.txt"; }
+else
+  log "no python: packed-only table follows (no fp16 SDPA baseline)"
+  cat "$OUTDIR/packed_table.txt"
+fi
+[[ $checks_ok -eq 1 ]] || echo "NOTE: the correctness checks FAILED; the timings above are not trustworthy (see $CHECKS)"
+log "done in $((SECONDS - START)) s"
+[[ $checks_ok -eq 1 ]]

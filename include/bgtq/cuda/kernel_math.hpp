@@ -1,0 +1,327 @@
+#pragma once
+//! @file cuda/kernel_math.hpp
+//! The scalar steps and index math of the CUDA kernels (kernels/*.cu), written once as
+//! `BGTQ_HOST_DEVICE` functions so that the host model of the kernels
+//! (tests/cuda/host_model.hpp) runs the very same code on the CPU and can be compared
+//! with the CPU cache without a GPU. No CUDA headers, no allocation, no exceptions.
+//!
+//! What lives here:
+//! - the POD metadata the kernels read (`group_meta`, `head_meta`), uploaded as is;
+//! - bit-plane addressing of `bit_plane_layout` pages for 32-token words;
+//! - the TQ-MSE encode steps in the CPU's exact arithmetic order (canonical norm,
+//!   FMA-chain rotation, `quantize_sorted`, radius rounding);
+//! - the decode attention decomposition: split plan, workspace and shared-memory layouts.
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+
+#include "../codec/tq_math.hpp"
+#include "../config.hpp"
+#include "../core/half.hpp"
+#include "../core/simd.hpp"
+
+namespace bgtq::cuda {
+
+//! Largest head dimension the kernels accept.
+inline constexpr int max_head_dim = 256;
+//! Largest number of TQ-MSE groups in one codec part (keys or values) of a head.
+inline constexpr int max_part_groups = 16;
+//! Threads of a decode-attention CTA (4 warps).
+inline constexpr int decode_threads = 128;
+//! Tokens a decode CTA scores per step: one 32-token chunk per warp.
+inline constexpr int decode_tile = 128;
+//! Most query heads one decode CTA serves (larger GQA groups use several CTAs).
+inline constexpr int max_heads_per_cta = 8;
+//! Tokens one encode CTA handles (one 32-bit plane word).
+inline constexpr int encode_tile = 32;
+//! Threads of an encode CTA.
+inline constexpr int encode_threads = 128;
+
+//! Element type of a device tensor (queries, new keys/values, calibration inputs).
+enum class dtype : int {
+  f32 = 0,   //!< IEEE float
+  f16 = 1,   //!< IEEE half (bits)
+  bf16 = 2,  //!< bfloat16 (bits)
+};
+
+//! One TQ-MSE group as the kernels see it (plain data, uploaded verbatim).
+//! Tables it points into (all device arrays of the cache):
+//! `// dims[dims + j]            head dim of group coordinate j (j < n)`
+//! `// rot[rot + i*n + o]        P^T row-major = P[o][i] (apply: y = P x)`
+//! `// rot[rot + n*n + j*n + i]  P row-major   = P[j][i] (apply_transpose: x = P^T y)`
+//! `// cent[cent + v], thr[cent + v]  centroid v and threshold v (v < 2^bits; thr[2^bits-1] = +inf)`
+struct group_meta {
+  int n = 0;                   //!< coordinates (sub-vector dimension, even)
+  int bits = 0;                //!< code width, 1..8
+  int coord_off = 0;           //!< offset of the group's coordinates in the part's rotated coordinate space
+  int fp32_radius = 0;         //!< 1: radii are fp32 (4 bytes), 0: fp16
+  int norm_correction = 0;     //!< 1: stored radius is r / ||c(idx)||
+  int dims = 0;                //!< offset into the dims table
+  int cent = 0;                //!< offset into the centroid / threshold tables
+  int cent_local = 0;          //!< offset of the centroids in the head part's compact table (shared memory)
+  std::uint32_t region = 0;    //!< byte offset of the code region in the codec part of a page
+  std::uint32_t radii = 0;     //!< byte offset of this group's radii ([P] entries) in the codec part
+  std::uint64_t rot = 0;       //!< float offset into the rotation table
+};
+
+//! One (layer, KV head) as the kernels see it.
+//! `// pool + offset + page * page_bytes = page part; [key part (key bytes)][value part at value_offset]`
+struct head_meta {
+  std::uint64_t offset = 0;        //!< byte offset of the (layer, head) arena in the pool
+  std::uint32_t page_bytes = 0;    //!< bytes of one page part (keys + values)
+  std::uint32_t value_offset = 0;  //!< offset of the value part inside a page part
+  int key_first = 0, key_count = 0;      //!< key groups: [key_first, key_first + key_count) of the group table
+  int value_first = 0, value_count = 0;  //!< value groups
+  int key_coords = 0, value_coords = 0;  //!< sum of n over the key / value groups
+  int key_cent = 0, value_cent = 0;      //!< sum of 2^bits over the key / value groups (compact table sizes)
+};
+
+// ------------------------------------------------------------------ bit planes
+
+//! Bytes of one bit-plane row (one coordinate, one plane, P tokens).
+BGTQ_HOST_DEVICE constexpr std::size_t plane_row_bytes(int P) { return static_cast<std::size_t>(P / 8); }
+
+//! Bytes of a bit-plane code region: n coordinates of `bits` bits for P tokens
+//! (bit_plane_layout::bytes).
+BGTQ_HOST_DEVICE constexpr std::size_t bit_plane_bytes(int n, int bits, int P) {
+  return static_cast<std::size_t>(n) * static_cast<std::size_t>(bits) * plane_row_bytes(P);
+}
+
+//! Byte offset, inside a group's code region, of the little-endian 32-bit word that
+//! holds bit k of the codes of coordinate j for the 32 tokens [slot & ~31, +32):
+//! bit (slot & 31) of that word belongs to `slot`.
+BGTQ_HOST_DEVICE constexpr std::size_t plane_word_offset(int j, int k, int bits, int P, int slot) {
+  return (static_cast<std::size_t>(j) * static_cast<std::size_t>(bits) + static_cast<std::size_t>(k)) * plane_row_bytes(P) +
+         static_cast<std::size_t>(slot >> 5) * 4u;
+}
+
+//! Code of the token at bit position t (0..31) of the plane words w[0..bits).
+BGTQ_HOST_DEVICE unsigned code_from_planes(const std::uint32_t* w, int bits, int t) {
+  unsigned idx = 0;
+#if defined(__CUDACC__)
+#pragma unroll
+#endif
+  for (int k = 0; k < bits; ++k) idx |= ((w[k] >> t) & 1u) << k;
+  return idx;
+}
+
+//! ((w >> t) & 1) << k, i.e. bit t of a plane word moved to bit k of a code, as one
+//! rotate (SHF.R.W on the device) and one mask; the key-scoring loop ORs B of these.
+BGTQ_HOST_DEVICE std::uint32_t plane_bit_to(std::uint32_t w, int t, int k) {
+  const unsigned s = static_cast<unsigned>(t - k) & 31u;
+#if defined(__CUDA_ARCH__)
+  const std::uint32_t r = __funnelshift_r(w, w, s);
+#else
+  const std::uint32_t r = s == 0 ? w : ((w >> s) | (w << (32u - s)));
+#endif
+  return r & (1u << k);
+}
+
+//! Plane word k of 32 codes (bit t = bit k of codes[t]).
+BGTQ_HOST_DEVICE std::uint32_t plane_word(const unsigned* codes, int k) {
+  std::uint32_t w = 0;
+#if defined(__CUDACC__)
+#pragma unroll
+#endif
+  for (int t = 0; t < 32; ++t) w |= ((codes[t] >> k) & 1u) << t;
+  return w;
+}
+
+//! Reads a little-endian 32-bit word (host model; the kernels load it directly).
+BGTQ_HOST_DEVICE std::uint32_t load_word_le(const std::uint8_t* p) {
+  return static_cast<std::uint32_t>(p[0]) | (static_cast<std::uint32_t>(p[1]) << 8) |
+         (static_cast<std::uint32_t>(p[2]) << 16) | (static_cast<std::uint32_t>(p[3]) << 24);
+}
+
+// ------------------------------------------------------------------ encode steps (CPU order)
+
+//! sum_j x(j)^2 over j < n in the canonical order of core/simd.hpp (sixteen stripes
+//! s[j % 16] in ascending j, then the pairwise tree): bit-identical to
+//! detail::sum_squares_scalar / sum_squares on any contiguous copy of the values, as
+//! long as the translation unit does not contract multiply-adds (the kernels are
+//! built with -fmad=false, the host with -ffp-contract=off).
+//! @tparam Get callable int -> float
+template <class Get>
+BGTQ_HOST_DEVICE float canonical_sum_squares(const Get& x, int n) {
+  float s[16] = {0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f, 0.f};
+  for (int j0 = 0; j0 < n; j0 += 16) {
+#if defined(__CUDACC__)
+#pragma unroll
+#endif
+    for (int l = 0; l < 16; ++l) {
+      if (j0 + l < n) {
+        const float v = x(j0 + l);
+        const float p = v * v;
+        s[l] = s[l] + p;
+      }
+    }
+  }
+  return ::bgtq::detail::tree_reduce16(s);
+}
+
+//! Getter over a token-minor tile `// base[j * 32 + t]`: coordinate j of token t.
+struct token_minor_get {
+  const float* base;
+  int t;
+  BGTQ_HOST_DEVICE float operator()(int j) const { return base[j * 32 + t]; }
+};
+
+//! Scales a getter by a constant (used by tq_norm's overflow rescue).
+template <class Get>
+struct scaled_get {
+  const Get& g;
+  float s;
+  BGTQ_HOST_DEVICE float operator()(int j) const { return g(j) * s; }
+};
+
+//! ||x|| of a finite sub-vector exactly as tq_quantizer::quantize computes it: the
+//! canonical sum of squares, and when that overflows, the same power-of-two rescue.
+template <class Get>
+BGTQ_HOST_DEVICE float tq_norm(const Get& x, int n) {
+  float r = sqrtf(canonical_sum_squares(x, n));
+  if (r > 3.40282347e38f) {  // +inf: squared norm overflowed float
+    float big = 0.0f;
+    for (int j = 0; j < n; ++j) big = fmaxf(big, fabsf(x(j)));
+    const float s = ldexpf(1.0f, -ilogbf(big));
+    r = sqrtf(canonical_sum_squares(scaled_get<Get>{x, s}, n)) / s;
+  }
+  return r;
+}
+
+//! True when tq_quantizer stores this sub-vector as zero codes with radius 0.
+BGTQ_HOST_DEVICE bool tq_radius_is_zero(float r, bool fp32) { return !(::bgtq::detail::round_radius(r, fp32) > 0.0f) || r < 1e-30f; }
+
+//! Coordinate o of P·x as a fused multiply-add chain over i = 0..n-1 from 0, with
+//! fwd = P^T row-major (fwd[i*n + o] = P[o][i]). This is the order of the CPU's
+//! AVX2/AVX-512 dense product (rotation/kernels.hpp axpy_block), so Haar rotations
+//! give bit-identical coordinates; other rotations (and the scalar CPU path) differ
+//! in the last bits.
+template <class Get>
+BGTQ_HOST_DEVICE float rotated_coord(const float* fwd, int n, int o, const Get& x) {
+  float acc = 0.0f;
+  for (int i = 0; i < n; ++i) acc = fmaf(x(i), fwd[static_cast<std::size_t>(i) * static_cast<std::size_t>(n) + o], acc);
+  return acc;
+}
+
+//! Stored radius from the norm r (not zero) and, with norm correction, the centroid
+//! norm cn = ||c(idx)|| (pass 0 without): exactly tq_quantizer's rounding.
+BGTQ_HOST_DEVICE float tq_stored_radius(float r, float cn, bool norm_correction, bool fp32) {
+  float rs = r;
+  if (norm_correction && cn > 0.0f) rs = r / cn;
+  return ::bgtq::detail::round_radius(rs, fp32);
+}
+
+//! True if x is finite (NaN and Inf have an all-ones exponent).
+BGTQ_HOST_DEVICE bool finite_bits(float x) { return (::bgtq::detail::float_as_bits(x) & 0x7f800000u) != 0x7f800000u; }
+
+//! Element i of a tensor of the given type as float (exact).
+BGTQ_HOST_DEVICE float load_element(const void* p, std::size_t i, dtype t) {
+  if (t == dtype::f32) return static_cast<const float*>(p)[i];
+  const std::uint16_t h = static_cast<const std::uint16_t*>(p)[i];
+  return t == dtype::f16 ? half_bits_to_float(h) : bf16_bits_to_float(h);
+}
+
+// ------------------------------------------------------------------ decode decomposition
+
+//! How a decode launch divides each sequence's quantized tokens.
+struct split_plan {
+  int splits = 1;           //!< CTAs per (sequence, KV head, head chunk) along the token axis
+  int tiles_per_split = 1;  //!< decode_tile-token tiles each split scans (the last may scan fewer)
+};
+
+//! Chooses the split count: enough CTAs to give every SM `ctas_per_sm` of them
+//! (latency hiding for a memory-bound loop), at least `min_tiles` tiles per split (so
+//! per-CTA setup is amortised), never more splits than tiles, at most `max_splits`.
+//! `requested` > 0 forces a count (still capped by the tiles).
+inline split_plan plan_splits(int ctas_per_split, long long max_quantized, int sms, int requested = 0,
+                              int ctas_per_sm = 4, int min_tiles = 2, int max_splits = 1024) {
+  split_plan sp;
+  const long long tiles = max_quantized > 0 ? (max_quantized + decode_tile - 1) / decode_tile : 0;
+  if (tiles <= 0) return sp;
+  long long s = 1;
+  if (requested > 0) {
+    s = requested;
+  } else {
+    const long long target = static_cast<long long>(sms > 0 ? sms : 1) * ctas_per_sm;
+    const long long per = ctas_per_split > 0 ? ctas_per_split : 1;
+    s = (target + per - 1) / per;
+    const long long by_work = (tiles + min_tiles - 1) / min_tiles;
+    if (s > by_work) s = by_work;
+  }
+  if (s > tiles) s = tiles;
+  if (s > max_splits) s = max_splits;
+  if (s < 1) s = 1;
+  const long long tps = (tiles + s - 1) / s;
+  sp.tiles_per_split = static_cast<int>(tps);
+  sp.splits = static_cast<int>((tiles + tps - 1) / tps);  // no split left empty
+  return sp;
+}
+
+//! Byte layout of the decode workspace (all float):
+//! `// [qrot: B][Hq][D]  rotated queries (key-group coordinate order)`
+//! `// [ml:   B][Hq][S][2] per-split softmax state (m, l)`
+//! `// [acc:  B][Hq][S][D] per-split value accumulators in the rotated value coordinates`
+struct decode_workspace_layout {
+  std::size_t qrot = 0, ml = 0, acc = 0, bytes = 0;  //!< byte offsets and total
+};
+
+//! The workspace layout for a batch, head count, head_dim and split count.
+inline decode_workspace_layout decode_workspace(int batch, int q_heads, int head_dim, int splits) {
+  auto up = [](std::size_t x) { return (x + 255u) & ~static_cast<std::size_t>(255u); };
+  const std::size_t bh = static_cast<std::size_t>(batch) * static_cast<std::size_t>(q_heads);
+  decode_workspace_layout w;
+  w.qrot = 0;
+  w.ml = up(bh * static_cast<std::size_t>(head_dim) * 4u);
+  w.acc = w.ml + up(bh * static_cast<std::size_t>(splits) * 8u);
+  w.bytes = w.acc + up(bh * static_cast<std::size_t>(splits) * static_cast<std::size_t>(head_dim) * 4u);
+  return w;
+}
+
+//! Query heads per decode CTA for a GQA group of G heads (a power of two <= 8; a
+//! template argument of the kernel, so only 1, 2, 4 and 8 are instantiated).
+BGTQ_HOST_DEVICE constexpr int heads_per_cta(int G) { return G <= 1 ? 1 : G <= 2 ? 2 : G <= 4 ? 4 : 8; }
+
+//! Token parts of the value pass: with few value coordinates the CTA's threads split
+//! the tile's four 32-token chunks between 2 or 4 parts (reduced at the end).
+BGTQ_HOST_DEVICE constexpr int value_parts(int value_coords) {
+  return value_coords <= 32 ? 4 : value_coords <= 64 ? 2 : 1;
+}
+
+//! Shared-memory layout of the split kernel, in floats (16-byte aligned pieces):
+//! `// q  [key coords][GM]   rotated queries of the CTA's heads`
+//! `// kc [key_cent]         compact key centroid tables;  vc [value_cent] value tables`
+//! `// w  [GM][tile]         scores, then softmax weights exp(s - m)`
+//! `// rv [VG][tile]         value radii of the tile's tokens (0 past the end)`
+//! `// wr [max(VG,1)][tile][GM] weights x value radius (also the end-of-split reduction buffer)`
+//! `// st [3][GM]            m, l and the rescale factor of each head`
+struct split_smem {
+  int q = 0, kc = 0, vc = 0, w = 0, rv = 0, wr = 0, st = 0, floats = 0;
+};
+
+//! x rounded up to a multiple of 4 (16 bytes of floats).
+BGTQ_HOST_DEVICE constexpr int align4(int x) { return (x + 3) & ~3; }
+
+//! The split kernel's shared-memory layout.
+BGTQ_HOST_DEVICE constexpr split_smem split_smem_layout(int gm, int key_coords, int key_cent, int value_cent, int vgroups) {
+  split_smem s;
+  int o = 0;
+  s.q = o;
+  o = align4(o + key_coords * gm);
+  s.kc = o;
+  o = align4(o + key_cent);
+  s.vc = o;
+  o = align4(o + value_cent);
+  s.w = o;
+  o = align4(o + gm * decode_tile);
+  s.rv = o;
+  o = align4(o + vgroups * decode_tile);
+  s.wr = o;
+  o = align4(o + (vgroups > 0 ? vgroups : 1) * decode_tile * gm);
+  s.st = o;
+  o = align4(o + 3 * gm);
+  s.floats = o;
+  return s;
+}
+
+}  // namespace bgtq::cuda

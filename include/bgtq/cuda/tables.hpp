@@ -1,0 +1,181 @@
+#pragma once
+//! @file cuda/tables.hpp
+//! Flattening of a cache_desc into the metadata tables the kernels read (plain C++).
+//! device_cache::create uploads exactly these tables, and the host model of the kernels
+//! (tests/cuda/host_model.hpp) runs on the very same tables, so a wrong offset here is
+//! caught on any machine.
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <string>
+#include <vector>
+
+#include "../core/error.hpp"
+#include "device_cache.hpp"
+#include "kernel_math.hpp"
+
+namespace bgtq::cuda {
+
+//! The kernels' tables for one cache (see group_meta / head_meta for each layout).
+struct device_tables {
+  std::vector<head_meta> heads;    //!< [layer * kv_heads + h]
+  std::vector<group_meta> groups;  //!< key and value groups of every head
+  std::vector<int> dims;           //!< gather maps
+  std::vector<float> rot;          //!< per group: P^T row-major then P row-major
+  std::vector<float> cent;         //!< per group: 2^bits centroids
+  std::vector<float> thr;          //!< per group: 2^bits - 1 thresholds, then +inf
+  // per layer: maxima over its heads (shared-memory sizing)
+  std::vector<int> key_coords, key_cent, value_coords, value_cent, value_groups, norm_corr;
+  std::size_t pool_bytes = 0;      //!< bytes of the page pool
+};
+
+//! Checks a description; on failure returns the error and writes a message naming the
+//! offending value into *msg (if given).
+inline errc validate_desc(const cache_desc& d, std::string* msg = nullptr) {
+  char buf[320];
+  auto bad = [&](errc code) {
+    if (msg) *msg = buf;
+    return code;
+  };
+  if (d.layers < 1 || d.kv_heads < 1 || d.q_heads < d.kv_heads || d.q_heads % d.kv_heads != 0) {
+    std::snprintf(buf, sizeof buf, "device_cache: layers/kv_heads/q_heads = %d/%d/%d", d.layers, d.kv_heads, d.q_heads);
+    return bad(errc::invalid_argument);
+  }
+  if (d.head_dim < 2 || d.head_dim % 2 != 0 || d.head_dim > max_head_dim) {
+    std::snprintf(buf, sizeof buf, "device_cache: head_dim %d is not even in [2, %d]", d.head_dim, max_head_dim);
+    return bad(errc::unsupported);
+  }
+  if (d.page_tokens < 64 || d.page_tokens % 64 != 0 || d.page_tokens > 4096) {
+    std::snprintf(buf, sizeof buf, "device_cache: page_tokens %d is not a multiple of 64 in [64, 4096]", d.page_tokens);
+    return bad(errc::invalid_argument);
+  }
+  if (d.max_pages < 0) {
+    std::snprintf(buf, sizeof buf, "device_cache: max_pages %d < 0", d.max_pages);
+    return bad(errc::invalid_argument);
+  }
+  const std::size_t nh = static_cast<std::size_t>(d.layers) * static_cast<std::size_t>(d.kv_heads);
+  if (d.keys.size() != nh || d.values.size() != nh) {
+    std::snprintf(buf, sizeof buf, "device_cache: %zu key and %zu value parts for %zu (layer, head) pairs", d.keys.size(),
+                  d.values.size(), nh);
+    return bad(errc::shape_mismatch);
+  }
+  for (std::size_t i = 0; i < 2 * nh; ++i) {
+    const codec_desc& c = i < nh ? d.keys[i] : d.values[i - nh];
+    const char* role = i < nh ? "key" : "value";
+    const std::size_t hi = i % nh;
+    if (c.groups.size() > static_cast<std::size_t>(max_part_groups)) {
+      std::snprintf(buf, sizeof buf, "device_cache: %s part of head %zu has %zu groups (at most %d)", role, hi, c.groups.size(),
+                    max_part_groups);
+      return bad(errc::unsupported);
+    }
+    if (c.bytes % 64u != 0) {
+      std::snprintf(buf, sizeof buf, "device_cache: %s part of head %zu has %u bytes (not a multiple of 64)", role, hi,
+                    static_cast<unsigned>(c.bytes));
+      return bad(errc::invalid_argument);
+    }
+    int coords = 0;
+    for (std::size_t gi = 0; gi < c.groups.size(); ++gi) {
+      const group_desc& g = c.groups[gi];
+      const std::size_t n = static_cast<std::size_t>(g.dim);
+      const std::size_t levels = g.bits >= 1 && g.bits <= 8 ? (std::size_t{1} << g.bits) : 0;
+      const std::size_t rb = g.fp32_radius ? 4u : 2u;
+      bool ok = g.dim >= 1 && g.dim <= d.head_dim && levels > 0 && g.coord_off == coords && g.dims.size() == n &&
+                g.matrix.size() == n * n && g.centroids.size() == levels && g.thresholds.size() == levels - 1;
+      if (ok) {
+        for (int x : g.dims) ok = ok && x >= 0 && x < d.head_dim;
+        const std::size_t code_end = static_cast<std::size_t>(g.region) + bit_plane_bytes(g.dim, g.bits, d.page_tokens);
+        const std::size_t radii_end = static_cast<std::size_t>(g.radii) + rb * static_cast<std::size_t>(d.page_tokens);
+        ok = ok && g.region % 8u == 0 && code_end <= c.bytes && radii_end <= c.bytes && g.radii % rb == 0;
+      }
+      if (!ok) {
+        std::snprintf(buf, sizeof buf,
+                      "device_cache: %s group %zu of head %zu is malformed (dim %d, bits %d, coord_off %d, region %u, "
+                      "radii %u, part bytes %u)",
+                      role, gi, hi, g.dim, g.bits, g.coord_off, static_cast<unsigned>(g.region),
+                      static_cast<unsigned>(g.radii), static_cast<unsigned>(c.bytes));
+        return bad(errc::invalid_argument);
+      }
+      coords += g.dim;
+    }
+    if (coords > d.head_dim) {
+      std::snprintf(buf, sizeof buf, "device_cache: %s groups of head %zu cover %d > head_dim coordinates", role, hi, coords);
+      return bad(errc::invalid_argument);
+    }
+  }
+  return errc::ok;
+}
+
+//! Builds the tables of a valid description (validate_desc first).
+inline device_tables build_tables(const cache_desc& d) {
+  device_tables t;
+  const std::size_t nh = static_cast<std::size_t>(d.layers) * static_cast<std::size_t>(d.kv_heads);
+  const std::size_t nl = static_cast<std::size_t>(d.layers);
+  t.key_coords.assign(nl, 0);
+  t.key_cent.assign(nl, 0);
+  t.value_coords.assign(nl, 0);
+  t.value_cent.assign(nl, 0);
+  t.value_groups.assign(nl, 0);
+  t.norm_corr.assign(nl, 0);
+  std::uint64_t off = 0;
+  for (std::size_t i = 0; i < nh; ++i) {
+    const std::size_t l = i / static_cast<std::size_t>(d.kv_heads);
+    head_meta hm;
+    hm.offset = off;
+    hm.value_offset = d.keys[i].bytes;
+    hm.page_bytes = d.keys[i].bytes + d.values[i].bytes;
+    off += static_cast<std::uint64_t>(hm.page_bytes) * static_cast<std::uint64_t>(d.max_pages);
+    for (int part = 0; part < 2; ++part) {
+      const codec_desc& c = part == 0 ? d.keys[i] : d.values[i];
+      const int first = static_cast<int>(t.groups.size());
+      int coords = 0, ncent = 0;
+      for (const group_desc& g : c.groups) {
+        group_meta gm;
+        gm.n = g.dim;
+        gm.bits = g.bits;
+        gm.coord_off = g.coord_off;
+        gm.fp32_radius = g.fp32_radius ? 1 : 0;
+        gm.norm_correction = g.norm_correction ? 1 : 0;
+        gm.dims = static_cast<int>(t.dims.size());
+        gm.cent = static_cast<int>(t.cent.size());
+        gm.cent_local = ncent;
+        gm.region = g.region;
+        gm.radii = g.radii;
+        gm.rot = t.rot.size();
+        t.dims.insert(t.dims.end(), g.dims.begin(), g.dims.end());
+        const std::size_t n = static_cast<std::size_t>(g.dim);
+        for (std::size_t a = 0; a < n; ++a)  // fwd = P^T row-major: fwd[a*n + o] = P[o][a]
+          for (std::size_t o = 0; o < n; ++o) t.rot.push_back(g.matrix[o * n + a]);
+        t.rot.insert(t.rot.end(), g.matrix.begin(), g.matrix.end());  // bwd = P row-major
+        t.cent.insert(t.cent.end(), g.centroids.begin(), g.centroids.end());
+        t.thr.insert(t.thr.end(), g.thresholds.begin(), g.thresholds.end());
+        t.thr.push_back(__builtin_inff());
+        coords += g.dim;
+        ncent += 1 << g.bits;
+        t.norm_corr[l] |= gm.norm_correction;
+        t.groups.push_back(gm);
+      }
+      if (part == 0) {
+        hm.key_first = first;
+        hm.key_count = static_cast<int>(c.groups.size());
+        hm.key_coords = coords;
+        hm.key_cent = ncent;
+        t.key_coords[l] = std::max(t.key_coords[l], coords);
+        t.key_cent[l] = std::max(t.key_cent[l], ncent);
+      } else {
+        hm.value_first = first;
+        hm.value_count = static_cast<int>(c.groups.size());
+        hm.value_coords = coords;
+        hm.value_cent = ncent;
+        t.value_coords[l] = std::max(t.value_coords[l], coords);
+        t.value_cent[l] = std::max(t.value_cent[l], ncent);
+        t.value_groups[l] = std::max(t.value_groups[l], static_cast<int>(c.groups.size()));
+      }
+    }
+    t.heads.push_back(hm);
+  }
+  t.pool_bytes = static_cast<std::size_t>(off);
+  return t;
+}
+
+}  // namespace bgtq::cuda

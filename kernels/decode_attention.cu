@@ -1,0 +1,569 @@
+// Fused paged decode attention over bit-plane codes (flash-decoding), all KV heads of a
+// layer per launch. Three kernels on one stream (docs/gpu.md has the full design):
+//
+//  1. rotate_query_kernel  grid (Hq, B): q_rot = P_g q|g for every key group, once per
+//     (sequence, query head) -> workspace qrot [B][Hq][D].
+//  2. decode_split_kernel<GM>  grid (splits, Hkv * head_chunks, B), 128 threads: one CTA
+//     scans tiles of 128 quantized tokens of one (sequence, KV head) for GM query heads.
+//     Per tile: warp w scores chunk w (lane = token; each bit-plane word is one
+//     warp-uniform 32-bit load shared by 32 tokens; code -> centroid from a shared
+//     table -> FMA with the rotated query, GM heads at once), online softmax
+//     (softmax.hpp lazy_update), then thread = value coordinate accumulates
+//     w * r * c(idx) in the value group's rotated domain. Partial (m, l, acc) -> workspace.
+//  3. merge_kernel  grid (Hq, B): log-sum-exp merge of the splits (softmax.hpp merge),
+//     one rotation back per value group (x = P^T y), the fp16 window in the same
+//     softmax, output = acc / l.
+// Nothing decoded (no key, no value, no centroid vector) is ever written to memory.
+#include "device_cache_impl.cuh"
+
+#include <bgtq/attention/softmax.hpp>
+
+namespace bgtq::cuda {
+namespace {
+
+struct decode_kparams {
+  const std::uint8_t* pool;
+  const head_meta* heads;
+  const group_meta* groups;
+  const int* dims;
+  const float* rot;
+  const float* cent;
+  int layer, Hkv, Hq, G, D, P, hchunks, batch;
+  const void* q;
+  dtype q_type;
+  float* out;
+  const int* page_table;
+  int mpps;
+  const int* quantized;
+  const std::uint16_t* wk;
+  const std::uint16_t* wv;
+  const int* wlen;
+  int wcap;
+  float scale;
+  int splits, tiles_per_split;
+  float* qrot;  // [B][Hq][D]
+  float* ml;    // [B][Hq][S][2]
+  float* acc;   // [B][Hq][S][D]
+  int key_coords, key_cent, value_cent, value_groups;  // layer maxima (shared-memory sizing)
+};
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+// ---------------------------------------------------------------- 1. query rotation
+
+__global__ void __launch_bounds__(decode_threads) rotate_query_kernel(const decode_kparams p) {
+  float* s_x = dynamic_smem<float>();  // [D] the query, float
+  const int hq = blockIdx.x;
+  const int b = blockIdx.y;
+  const head_meta hm = p.heads[p.layer * p.Hkv + hq / p.G];
+  const std::size_t base = (static_cast<std::size_t>(b) * p.Hq + hq) * p.D;
+  for (int d = threadIdx.x; d < p.D; d += blockDim.x) s_x[d] = load_element(p.q, base + d, p.q_type);
+  __syncthreads();
+  float* dst = p.qrot + base;
+  for (int gi = 0; gi < hm.key_count; ++gi) {
+    const group_meta g = p.groups[hm.key_first + gi];
+    const int* dims = p.dims + g.dims;
+    struct gather {
+      const float* x;
+      const int* dims;
+      __host__ __device__ float operator()(int j) const { return x[dims[j]]; }
+    };
+    for (int i = threadIdx.x; i < g.n; i += blockDim.x) dst[g.coord_off + i] = rotated_coord(p.rot + g.rot, g.n, i, gather{s_x, dims});
+  }
+}
+
+// ---------------------------------------------------------------- 2. split scan
+
+// acc[g] += sum_j c(idx_j) * q[j][g] over the group's n coordinates for the token of
+// this lane. `words` points at the chunk's word of row 0 (coordinate 0, plane 0); row
+// r = j*B + k is `row_bytes` further per row. The load is warp-uniform (broadcast).
+template <int B, int GM>
+__device__ __forceinline__ void score_group(const std::uint8_t* words, std::size_t row_bytes, int n, const float* cent,
+                                            const float* q, int lane, float (&acc)[GM]) {
+#pragma unroll 2
+  for (int j = 0; j < n; ++j) {
+    const std::uint8_t* row = words + static_cast<std::size_t>(j) * B * row_bytes;
+    unsigned idx = 0;
+#pragma unroll
+    for (int k = 0; k < B; ++k) {
+      const std::uint32_t w = __ldg(reinterpret_cast<const unsigned*>(row + k * row_bytes));
+      idx |= plane_bit_to(w, lane, k);
+    }
+    const float c = cent[idx];
+    const float* qj = q + j * GM;
+#pragma unroll
+    for (int g = 0; g < GM; ++g) acc[g] = fmaf(c, qj[g], acc[g]);
+  }
+}
+
+// acc[g] += sum_t c(idx_t) * wr[t][g] over the 32 tokens of a chunk for one value
+// coordinate: `row` points at its plane-0 word, planes follow every row_bytes.
+template <int B, int GM>
+__device__ __forceinline__ void accumulate_chunk(const std::uint8_t* row, std::size_t row_bytes, const float* cent,
+                                                 const float* wr, float (&acc)[GM]) {
+  std::uint32_t w[B];
+#pragma unroll
+  for (int k = 0; k < B; ++k) w[k] = __ldg(reinterpret_cast<const unsigned*>(row + k * row_bytes));
+#pragma unroll
+  for (int t = 0; t < 32; ++t) {
+    const unsigned idx = code_from_planes(w, B, t);
+    const float c = cent[idx];
+    const float* wt = wr + t * GM;
+#pragma unroll
+    for (int g = 0; g < GM; ++g) acc[g] = fmaf(c, wt[g], acc[g]);
+  }
+}
+
+template <int GM>
+__device__ __forceinline__ void score_dispatch(int bits, const std::uint8_t* words, std::size_t rb, int n, const float* cent,
+                                               const float* q, int lane, float (&acc)[GM]) {
+  switch (bits) {
+    case 1: score_group<1, GM>(words, rb, n, cent, q, lane, acc); break;
+    case 2: score_group<2, GM>(words, rb, n, cent, q, lane, acc); break;
+    case 3: score_group<3, GM>(words, rb, n, cent, q, lane, acc); break;
+    case 4: score_group<4, GM>(words, rb, n, cent, q, lane, acc); break;
+    case 5: score_group<5, GM>(words, rb, n, cent, q, lane, acc); break;
+    case 6: score_group<6, GM>(words, rb, n, cent, q, lane, acc); break;
+    case 7: score_group<7, GM>(words, rb, n, cent, q, lane, acc); break;
+    default: score_group<8, GM>(words, rb, n, cent, q, lane, acc); break;
+  }
+}
+
+template <int GM>
+__device__ __forceinline__ void accumulate_dispatch(int bits, const std::uint8_t* row, std::size_t rb, const float* cent,
+                                                    const float* wr, float (&acc)[GM]) {
+  switch (bits) {
+    case 1: accumulate_chunk<1, GM>(row, rb, cent, wr, acc); break;
+    case 2: accumulate_chunk<2, GM>(row, rb, cent, wr, acc); break;
+    case 3: accumulate_chunk<3, GM>(row, rb, cent, wr, acc); break;
+    case 4: accumulate_chunk<4, GM>(row, rb, cent, wr, acc); break;
+    case 5: accumulate_chunk<5, GM>(row, rb, cent, wr, acc); break;
+    case 6: accumulate_chunk<6, GM>(row, rb, cent, wr, acc); break;
+    case 7: accumulate_chunk<7, GM>(row, rb, cent, wr, acc); break;
+    default: accumulate_chunk<8, GM>(row, rb, cent, wr, acc); break;
+  }
+}
+
+template <int GM>
+__global__ void __launch_bounds__(decode_threads) decode_split_kernel(const decode_kparams p) {
+  float* smem = dynamic_smem<float>();
+  const split_smem L = split_smem_layout(GM, p.key_coords, p.key_cent, p.value_cent, p.value_groups);
+  float* s_q = smem + L.q;    // [key coord][GM]
+  float* s_kc = smem + L.kc;  // key centroid tables
+  float* s_vc = smem + L.vc;  // value centroid tables
+  float* s_w = smem + L.w;    // [GM][tile]
+  float* s_rv = smem + L.rv;  // [VG][tile]
+  float* s_wr = smem + L.wr;  // [VG][tile][GM]
+  float* s_m = smem + L.st;   // [GM] m, then l, then the rescale factor
+  float* s_l = s_m + GM;
+  float* s_f = s_l + GM;
+
+  const int split = blockIdx.x;
+  const int h = blockIdx.y / p.hchunks;
+  const int g0 = (blockIdx.y % p.hchunks) * GM;
+  const int b = blockIdx.z;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const head_meta hm = p.heads[p.layer * p.Hkv + h];
+  const int gcount = min(GM, p.G - g0);
+  const int hq0 = h * p.G + g0;
+  const std::size_t row_bytes = plane_row_bytes(p.P);
+
+  // rotated queries and centroid tables into shared memory
+  for (int i = tid; i < hm.key_coords * GM; i += decode_threads) {
+    const int c = i / GM;
+    const int g = i - c * GM;
+    s_q[i] = g < gcount ? p.qrot[(static_cast<std::size_t>(b) * p.Hq + hq0 + g) * p.D + c] : 0.0f;
+  }
+  for (int gi = 0; gi < hm.key_count; ++gi) {
+    const group_meta g = p.groups[hm.key_first + gi];
+    for (int v = tid; v < (1 << g.bits); v += decode_threads) s_kc[g.cent_local + v] = p.cent[g.cent + v];
+  }
+  for (int gi = 0; gi < hm.value_count; ++gi) {
+    const group_meta g = p.groups[hm.value_first + gi];
+    for (int v = tid; v < (1 << g.bits); v += decode_threads) s_vc[g.cent_local + v] = p.cent[g.cent + v];
+  }
+  if (tid < GM) {
+    s_m[tid] = -__builtin_inff();
+    s_l[tid] = 0.0f;
+    s_f[tid] = 1.0f;
+  }
+
+  // this thread's value coordinates: part `part` of the token chunks, coordinates
+  // cl and cl + tpp (at most two: head_dim <= 256)
+  const int nvc = hm.value_coords;
+  const int parts = value_parts(nvc);
+  const int tpp = decode_threads / parts;
+  const int part = tid / tpp;
+  const int cl = tid - part * tpp;
+  int vg[2] = {-1, -1}, vj[2] = {0, 0};
+#pragma unroll
+  for (int ci = 0; ci < 2; ++ci) {
+    const int c = cl + ci * tpp;
+    if (c < nvc)
+      for (int gi = 0; gi < hm.value_count; ++gi) {
+        const group_meta g = p.groups[hm.value_first + gi];
+        if (c >= g.coord_off && c < g.coord_off + g.n) {
+          vg[ci] = gi;
+          vj[ci] = c - g.coord_off;
+        }
+      }
+  }
+  float acc[2][GM];
+#pragma unroll
+  for (int ci = 0; ci < 2; ++ci)
+#pragma unroll
+    for (int g = 0; g < GM; ++g) acc[ci][g] = 0.0f;
+
+  const int nq = p.quantized[b];
+  const int tiles = (nq + decode_tile - 1) / decode_tile;
+  const int t_begin = split * p.tiles_per_split;
+  const int t_end = min(tiles, t_begin + p.tiles_per_split);
+  const int* ptab = p.page_table + static_cast<std::size_t>(b) * p.mpps;
+  __syncthreads();
+
+  for (int tile = t_begin; tile < t_end; ++tile) {
+    // ---- A. scores: warp w -> chunk w, lane -> token
+    {
+      const int tok0 = tile * decode_tile + warp * 32;
+      const int tok = tok0 + lane;
+      const bool valid = tok < nq;
+      float sc[GM];
+#pragma unroll
+      for (int g = 0; g < GM; ++g) sc[g] = -__builtin_inff();
+      if (tok0 < nq) {  // warp-uniform
+        const std::uint8_t* part_ptr = p.pool + hm.offset + static_cast<std::size_t>(ptab[tok0 / p.P]) * hm.page_bytes;
+        const int slot0 = tok0 % p.P;
+        const int slot = slot0 + lane;
+        float s[GM];
+#pragma unroll
+        for (int g = 0; g < GM; ++g) s[g] = 0.0f;
+        for (int gi = 0; gi < hm.key_count; ++gi) {
+          const group_meta g = p.groups[hm.key_first + gi];
+          float a[GM];
+#pragma unroll
+          for (int x = 0; x < GM; ++x) a[x] = 0.0f;
+          score_dispatch<GM>(g.bits, part_ptr + g.region + plane_word_offset(0, 0, g.bits, p.P, slot0), row_bytes, g.n,
+                             s_kc + g.cent_local, s_q + g.coord_off * GM, lane, a);
+          const float r =
+              valid ? bgtq::detail::load_radius(part_ptr + g.radii + static_cast<std::size_t>(slot) * (g.fp32_radius ? 4u : 2u),
+                                                g.fp32_radius != 0)
+                    : 0.0f;
+#pragma unroll
+          for (int x = 0; x < GM; ++x) s[x] = fmaf(a[x], r, s[x]);
+        }
+        if (valid) {
+#pragma unroll
+          for (int g = 0; g < GM; ++g) sc[g] = s[g] * p.scale;
+        }
+        for (int gi = 0; gi < hm.value_count; ++gi) {
+          const group_meta g = p.groups[hm.value_first + gi];
+          s_rv[gi * decode_tile + warp * 32 + lane] =
+              valid ? bgtq::detail::load_radius(
+                          part_ptr + hm.value_offset + g.radii + static_cast<std::size_t>(slot) * (g.fp32_radius ? 4u : 2u),
+                          g.fp32_radius != 0)
+                    : 0.0f;
+        }
+      } else {
+        for (int gi = 0; gi < hm.value_count; ++gi) s_rv[gi * decode_tile + warp * 32 + lane] = 0.0f;
+      }
+#pragma unroll
+      for (int g = 0; g < GM; ++g) s_w[g * decode_tile + warp * 32 + lane] = sc[g];
+    }
+    __syncthreads();
+    // ---- B. online softmax: warp w -> heads w, w + 4
+    for (int g = warp; g < GM; g += decode_threads / 32) {
+      float v[decode_tile / 32];
+      float mx = -__builtin_inff();
+#pragma unroll
+      for (int i = 0; i < decode_tile / 32; ++i) {
+        v[i] = s_w[g * decode_tile + lane + 32 * i];
+        mx = fmaxf(mx, v[i]);
+      }
+      mx = warp_max(mx);
+      softmax_state st{s_m[g], s_l[g]};
+      const float f = lazy_update(st, mx);
+      float sum = 0.0f;
+#pragma unroll
+      for (int i = 0; i < decode_tile / 32; ++i) {
+        const float e = v[i] == -__builtin_inff() ? 0.0f : expf(v[i] - st.m);
+        s_w[g * decode_tile + lane + 32 * i] = e;
+        sum += e;
+      }
+      sum = warp_sum(sum);
+      __syncwarp();
+      if (lane == 0) {
+        s_m[g] = st.m;
+        s_l[g] = st.l + sum;
+        s_f[g] = f;
+      }
+    }
+    __syncthreads();
+    // ---- C. weights x value radii
+    for (int i = tid; i < hm.value_count * decode_tile * GM; i += decode_threads) {
+      const int gv = i / (decode_tile * GM);
+      const int r = i - gv * decode_tile * GM;
+      const int t = r / GM;
+      const int g = r - t * GM;
+      s_wr[i] = s_w[g * decode_tile + t] * s_rv[gv * decode_tile + t];
+    }
+    __syncthreads();
+    // ---- D. value accumulation: thread -> coordinate(s), its part's chunks
+#pragma unroll
+    for (int g = 0; g < GM; ++g) {
+      const float f = s_f[g];
+      if (f != 1.0f) {
+        acc[0][g] *= f;
+        acc[1][g] *= f;
+      }
+    }
+    for (int ch = part; ch < decode_tile / 32; ch += parts) {
+      const int c0 = tile * decode_tile + ch * 32;
+      if (c0 >= nq) break;
+      const std::uint8_t* vpart =
+          p.pool + hm.offset + static_cast<std::size_t>(ptab[c0 / p.P]) * hm.page_bytes + hm.value_offset;
+      const int slot0 = c0 % p.P;
+#pragma unroll
+      for (int ci = 0; ci < 2; ++ci) {
+        if (vg[ci] < 0) continue;
+        const group_meta g = p.groups[hm.value_first + vg[ci]];
+        accumulate_dispatch<GM>(g.bits, vpart + g.region + plane_word_offset(vj[ci], 0, g.bits, p.P, slot0), row_bytes,
+                                s_vc + g.cent_local, s_wr + (vg[ci] * decode_tile + ch * 32) * GM, acc[ci]);
+      }
+    }
+    __syncthreads();
+  }
+
+  // ---- epilogue: reduce the token parts, write (m, l) and the accumulators
+  if (parts > 1) {  // CTA-uniform; then nvc <= 64 < tpp, one coordinate per thread
+    float* s_red = s_wr;  // [parts][tpp][GM] <= 128 * GM floats
+    if (vg[0] >= 0)
+#pragma unroll
+      for (int g = 0; g < GM; ++g) s_red[(part * tpp + cl) * GM + g] = acc[0][g];
+    __syncthreads();
+    if (part == 0 && vg[0] >= 0)
+#pragma unroll
+      for (int g = 0; g < GM; ++g) {
+        float sum = 0.0f;
+        for (int pp = 0; pp < parts; ++pp) sum += s_red[(pp * tpp + cl) * GM + g];
+        acc[0][g] = sum;
+      }
+  }
+  const std::size_t row0 = (static_cast<std::size_t>(b) * p.Hq + hq0) * p.splits + split;  // (b, hq0, split)
+  if (tid < gcount) {
+    const std::size_t r = row0 + static_cast<std::size_t>(tid) * p.splits;
+    p.ml[2 * r] = s_m[tid];
+    p.ml[2 * r + 1] = s_l[tid];
+  }
+  if (part == 0) {
+#pragma unroll
+    for (int ci = 0; ci < 2; ++ci) {
+      if (vg[ci] < 0) continue;
+      const int c = cl + ci * tpp;
+#pragma unroll
+      for (int g = 0; g < GM; ++g)
+        if (g < gcount) p.acc[(row0 + static_cast<std::size_t>(g) * p.splits) * p.D + c] = acc[ci][g];
+    }
+  }
+}
+
+// ---------------------------------------------------------------- 3. merge
+
+__global__ void __launch_bounds__(decode_threads) merge_kernel(const decode_kparams p) {
+  float* sm = dynamic_smem<float>();
+  float* s_y = sm;             // [D] merged accumulator, rotated value coordinates
+  float* s_x = s_y + p.D;      // [D] rotated back to head dims
+  float* s_q = s_x + p.D;      // [D] the raw query (window scores)
+  float* s_ws = s_q + p.D;     // [window_cap] window scores, then weights
+  const int hq = blockIdx.x;
+  const int b = blockIdx.y;
+  const int h = hq / p.G;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const head_meta hm = p.heads[p.layer * p.Hkv + h];
+  const int nvc = hm.value_coords;
+  const std::size_t row0 = (static_cast<std::size_t>(b) * p.Hq + hq) * p.splits;
+
+  // 1. log-sum-exp merge of the splits (every thread folds the states in the same order)
+  softmax_state st{-__builtin_inff(), 0.0f};
+  float a0 = 0.0f, a1 = 0.0f;
+  for (int s = 0; s < p.splits; ++s) {
+    const softmax_state o{p.ml[2 * (row0 + s)], p.ml[2 * (row0 + s) + 1]};
+    float fa, fb;
+    merge(st, o, fa, fb);
+    const float* as = p.acc + (row0 + s) * p.D;
+    if (tid < nvc) a0 = fmaf(fb, as[tid], fa * a0);
+    if (tid + decode_threads < nvc) a1 = fmaf(fb, as[tid + decode_threads], fa * a1);
+  }
+  if (tid < nvc) s_y[tid] = a0;
+  if (tid + decode_threads < nvc) s_y[tid + decode_threads] = a1;
+  const std::size_t qbase = (static_cast<std::size_t>(b) * p.Hq + hq) * p.D;
+  for (int d = tid; d < p.D; d += decode_threads) {
+    s_x[d] = 0.0f;
+    s_q[d] = load_element(p.q, qbase + d, p.q_type);
+  }
+  __syncthreads();
+  // 2. rotate back once per value group: x[dims[i]] = sum_j P[j][i] y[coord_off + j]
+  for (int gi = 0; gi < hm.value_count; ++gi) {
+    const group_meta g = p.groups[hm.value_first + gi];
+    const float* bwd = p.rot + g.rot + static_cast<std::size_t>(g.n) * g.n;
+    const int* dims = p.dims + g.dims;
+    for (int i = tid; i < g.n; i += decode_threads) {
+      float x = 0.0f;
+      for (int j = 0; j < g.n; ++j) x = fmaf(bwd[static_cast<std::size_t>(j) * g.n + i], s_y[g.coord_off + j], x);
+      s_x[dims[i]] = x;
+    }
+  }
+  // 3. the fp16 window in the same softmax
+  int nwin = p.wlen != nullptr ? p.wlen[b] : 0;
+  if (nwin > p.wcap) nwin = p.wcap;
+  float fa = 1.0f, fb = 0.0f;
+  float w0 = 0.0f, w1 = 0.0f;
+  if (nwin > 0) {  // CTA-uniform
+    const std::size_t wbase = (static_cast<std::size_t>(b) * p.Hkv + h) * p.wcap * p.D;
+    for (int i = warp; i < nwin; i += decode_threads / 32) {
+      const std::uint16_t* kr = p.wk + wbase + static_cast<std::size_t>(i) * p.D;
+      float s = 0.0f;
+      for (int d = lane; d < p.D; d += 32) s = fmaf(s_q[d], half_bits_to_float(kr[d]), s);
+      s = warp_sum(s);
+      if (lane == 0) s_ws[i] = s * p.scale;
+    }
+    __syncthreads();
+    float mw = -__builtin_inff();
+    for (int i = 0; i < nwin; ++i) mw = fmaxf(mw, s_ws[i]);
+    __syncthreads();
+    for (int i = tid; i < nwin; i += decode_threads) s_ws[i] = expf(s_ws[i] - mw);
+    __syncthreads();
+    float lw = 0.0f;
+    for (int i = 0; i < nwin; ++i) {
+      const float e = s_ws[i];
+      lw += e;
+      const std::uint16_t* vr = p.wv + wbase + static_cast<std::size_t>(i) * p.D;
+      if (tid < p.D) w0 = fmaf(e, half_bits_to_float(vr[tid]), w0);
+      if (tid + decode_threads < p.D) w1 = fmaf(e, half_bits_to_float(vr[tid + decode_threads]), w1);
+    }
+    merge(st, softmax_state{mw, lw}, fa, fb);
+  } else {
+    __syncthreads();  // the rotation back wrote s_x
+  }
+  // 4. normalise
+  const float inv = st.l > 0.0f ? 1.0f / st.l : 0.0f;
+  float* o = p.out + qbase;
+  if (tid < p.D) o[tid] = (fa * s_x[tid] + fb * w0) * inv;
+  if (tid + decode_threads < p.D) o[tid + decode_threads] = (fa * s_x[tid + decode_threads] + fb * w1) * inv;
+}
+
+template <int GM>
+errc launch_split(const decode_kparams& kp, const split_plan& sp, std::size_t smem, cudaStream_t st) {
+  if (smem > 48u * 1024u)
+    BGTQ_CUDA_TRY(
+        cudaFuncSetAttribute(decode_split_kernel<GM>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const dim3 grid(static_cast<unsigned>(sp.splits), static_cast<unsigned>(kp.Hkv * kp.hchunks), static_cast<unsigned>(kp.batch));
+  const dim3 block(decode_threads);
+  BGTQ_LAUNCH(decode_split_kernel<GM>, grid, block, smem, st, kp);
+  BGTQ_CUDA_LAUNCHED("decode_split_kernel");
+  return errc::ok;
+}
+
+}  // namespace
+
+errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept {
+  BGTQ_ARG_CHECK(p_ != nullptr, errc::invalid_argument, "decode_attention: device_cache is empty");
+  const cache_desc& d = p_->desc;
+  BGTQ_ARG_CHECK(a.layer >= 0 && a.layer < d.layers, errc::not_found, "decode_attention: layer out of range");
+  BGTQ_ARG_CHECK(a.batch >= 0 && a.batch <= 65535, errc::invalid_argument, "decode_attention: batch outside [0, 65535]");
+  if (a.batch == 0) return errc::ok;
+  BGTQ_ARG_CHECK(a.q_type == dtype::f32 || a.q_type == dtype::f16 || a.q_type == dtype::bf16, errc::invalid_argument,
+                 "decode_attention: unknown q dtype");
+  BGTQ_ARG_CHECK(a.q != nullptr && a.out != nullptr && a.quantized != nullptr, errc::invalid_argument,
+                 "decode_attention: null q, out or quantized");
+  BGTQ_ARG_CHECK(a.max_quantized >= 0 && a.max_quantized <= static_cast<long long>(a.max_pages_per_seq) * d.page_tokens,
+                 errc::invalid_argument, "decode_attention: max_quantized exceeds max_pages_per_seq * page_tokens");
+  BGTQ_ARG_CHECK(a.max_quantized == 0 || a.page_table != nullptr, errc::invalid_argument, "decode_attention: null page_table");
+  const bool window = a.window_len != nullptr;
+  BGTQ_ARG_CHECK(!window || (a.window_k != nullptr && a.window_v != nullptr && a.window_cap > 0), errc::invalid_argument,
+                 "decode_attention: window_len given without window_k/window_v/window_cap");
+  BGTQ_ARG_CHECK(a.window_cap <= 16384, errc::unsupported, "decode_attention: window_cap above 16384");
+  const split_plan sp = decode_plan(a.batch, a.max_quantized, a.splits);
+  const decode_workspace_layout wl = decode_workspace(a.batch, d.q_heads, d.head_dim, sp.splits);
+  BGTQ_ARG_CHECK(a.workspace != nullptr && a.workspace_bytes >= wl.bytes, errc::invalid_argument,
+                 "decode_attention: workspace missing or smaller than decode_workspace_bytes(batch, splits)");
+
+  const std::size_t l = static_cast<std::size_t>(a.layer);
+  decode_kparams kp{};
+  kp.pool = p_->pool;
+  kp.heads = p_->heads;
+  kp.groups = p_->groups;
+  kp.dims = p_->dims;
+  kp.rot = p_->rot;
+  kp.cent = p_->cent;
+  kp.layer = a.layer;
+  kp.Hkv = d.kv_heads;
+  kp.Hq = d.q_heads;
+  kp.G = d.q_heads / d.kv_heads;
+  kp.D = d.head_dim;
+  kp.P = d.page_tokens;
+  const int gm = heads_per_cta(kp.G);
+  kp.hchunks = (kp.G + gm - 1) / gm;
+  kp.batch = a.batch;
+  kp.q = a.q;
+  kp.q_type = a.q_type;
+  kp.out = a.out;
+  kp.page_table = a.page_table;
+  kp.mpps = a.max_pages_per_seq;
+  kp.quantized = a.quantized;
+  kp.wk = window ? a.window_k : nullptr;
+  kp.wv = window ? a.window_v : nullptr;
+  kp.wlen = window ? a.window_len : nullptr;
+  kp.wcap = window ? a.window_cap : 0;
+  kp.scale = a.scale == 0.0f ? 1.0f / sqrtf(static_cast<float>(d.head_dim)) : a.scale;
+  kp.splits = sp.splits;
+  kp.tiles_per_split = sp.tiles_per_split;
+  std::uint8_t* ws = static_cast<std::uint8_t*>(a.workspace);
+  kp.qrot = reinterpret_cast<float*>(ws + wl.qrot);
+  kp.ml = reinterpret_cast<float*>(ws + wl.ml);
+  kp.acc = reinterpret_cast<float*>(ws + wl.acc);
+  kp.key_coords = p_->tables.key_coords[l];
+  kp.key_cent = p_->tables.key_cent[l];
+  kp.value_cent = p_->tables.value_cent[l];
+  kp.value_groups = p_->tables.value_groups[l];
+  if (a.max_quantized > 0 && a.max_pages_per_seq <= 0)
+    return detail::arg_fail(errc::invalid_argument, "decode_attention: max_pages_per_seq must be > 0");
+  const cudaStream_t st = as_stream(stream);
+
+  const dim3 head_grid(static_cast<unsigned>(d.q_heads), static_cast<unsigned>(a.batch));
+  const dim3 block(decode_threads);
+  BGTQ_LAUNCH(rotate_query_kernel, head_grid, block, static_cast<std::size_t>(d.head_dim) * 4u, st, kp);
+  BGTQ_CUDA_LAUNCHED("rotate_query_kernel");
+
+  const split_smem L = split_smem_layout(gm, kp.key_coords, kp.key_cent, kp.value_cent, kp.value_groups);
+  const std::size_t smem = static_cast<std::size_t>(L.floats) * 4u;
+  errc e = errc::ok;
+  switch (gm) {
+    case 1: e = launch_split<1>(kp, sp, smem, st); break;
+    case 2: e = launch_split<2>(kp, sp, smem, st); break;
+    case 4: e = launch_split<4>(kp, sp, smem, st); break;
+    default: e = launch_split<8>(kp, sp, smem, st); break;
+  }
+  if (e != errc::ok) return e;
+
+  const std::size_t msmem = (3u * static_cast<std::size_t>(d.head_dim) + static_cast<std::size_t>(kp.wcap > 0 ? kp.wcap : 1)) * 4u;
+  if (msmem > 48u * 1024u)
+    BGTQ_CUDA_TRY(cudaFuncSetAttribute(merge_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(msmem)));
+  BGTQ_LAUNCH(merge_kernel, head_grid, block, msmem, st, kp);
+  BGTQ_CUDA_LAUNCHED("merge_kernel");
+  return errc::ok;
+}
+
+}  // namespace bgtq::cuda

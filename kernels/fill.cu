@@ -1,0 +1,44 @@
+// fill_uniform: Philox-driven uniform fill of a device tensor (benchmark inputs).
+#include <bgtq/core/rng.hpp>
+
+#include "device_cache_impl.cuh"
+
+namespace bgtq::cuda {
+namespace {
+
+__global__ void fill_kernel(void* dst, std::size_t n, dtype type, std::uint32_t k0, std::uint32_t k1, float lo, float span) {
+  const std::size_t quad = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const std::size_t i0 = quad * 4u;
+  if (i0 >= n) return;
+  const u32x4 r = philox4x32(u32x4{{static_cast<std::uint32_t>(quad), static_cast<std::uint32_t>(quad >> 32), 0u, 0u}}, k0, k1);
+  for (int j = 0; j < 4 && i0 + j < n; ++j) {
+    const float u = static_cast<float>(r.v[j] >> 8) * (1.0f / 16777216.0f);  // [0, 1), 24 bits
+    const float x = lo + span * u;
+    if (type == dtype::f32)
+      static_cast<float*>(dst)[i0 + j] = x;
+    else if (type == dtype::f16)
+      static_cast<std::uint16_t*>(dst)[i0 + j] = float_to_half_bits(x);
+    else
+      static_cast<std::uint16_t*>(dst)[i0 + j] = float_to_bf16_bits(x);
+  }
+}
+
+}  // namespace
+
+errc fill_uniform(void* dst, std::size_t n, dtype type, std::uint64_t seed, float lo, float hi, void* stream) noexcept {
+  BGTQ_ARG_CHECK(dst != nullptr || n == 0, errc::invalid_argument, "fill_uniform: null destination");
+  BGTQ_ARG_CHECK(type == dtype::f32 || type == dtype::f16 || type == dtype::bf16, errc::invalid_argument,
+                 "fill_uniform: unknown dtype");
+  if (n == 0) return errc::ok;
+  const std::size_t quads = (n + 3) / 4;
+  const std::size_t blocks = (quads + 255) / 256;
+  BGTQ_ARG_CHECK(blocks < (1ull << 31), errc::invalid_argument, "fill_uniform: too many elements");
+  const dim3 grid(static_cast<unsigned>(blocks));
+  const dim3 block(256);
+  BGTQ_LAUNCH(fill_kernel, grid, block, 0, as_stream(stream), dst, n, type, static_cast<std::uint32_t>(seed),
+              static_cast<std::uint32_t>(seed >> 32), lo, hi - lo);
+  BGTQ_CUDA_LAUNCHED("fill_kernel");
+  return errc::ok;
+}
+
+}  // namespace bgtq::cuda

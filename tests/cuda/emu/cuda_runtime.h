@@ -1,0 +1,270 @@
+#pragma once
+// A CPU emulator of the small part of CUDA that kernels/*.cu use, so that the real
+// kernel sources run (and are tested) on machines without a GPU. Test-only: the
+// tests/cuda/emu targets put this folder first on the include path, so
+// `#include <cuda_runtime.h>` lands here, and define BGTQ_CUDA_EMULATION.
+//
+// Model: a launch runs its CTAs one after another; the threads of a CTA are real OS
+// threads (std::thread), __syncthreads is a std::barrier over the CTA, __syncwarp and
+// the shuffles use one barrier per warp. Dynamic shared memory is one buffer, filled
+// with 0xFF (NaN floats) before every CTA so reads of unwritten shared memory show up;
+// static __shared__ arrays become function-local statics (one CTA at a time).
+// Device memory is host memory. Not emulated: concurrency between CTAs, the memory
+// model beyond barriers, warp divergence timing, launch failures, performance.
+#ifndef BGTQ_CUDA_EMULATION
+#define BGTQ_CUDA_EMULATION 1
+#endif
+
+#include <algorithm>
+#include <atomic>
+#include <barrier>
+#include <chrono>
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <thread>
+#include <tuple>
+#include <vector>
+
+// ------------------------------------------------------------------ language
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __align__(n) alignas(n)
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  constexpr dim3(unsigned a = 1, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+struct alignas(16) float4 {
+  float x, y, z, w;
+};
+
+inline thread_local dim3 threadIdx;
+inline thread_local dim3 blockIdx;
+inline dim3 blockDim;
+inline dim3 gridDim;
+
+using std::max;
+using std::min;
+
+// ------------------------------------------------------------------ runtime types
+enum cudaError_t : int {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorNoDevice = 100,
+};
+using cudaError = cudaError_t;
+struct CUstream_st;
+using cudaStream_t = CUstream_st*;
+struct CUevent_st;
+using cudaEvent_t = CUevent_st*;
+enum cudaMemcpyKind : int {
+  cudaMemcpyHostToHost = 0,
+  cudaMemcpyHostToDevice = 1,
+  cudaMemcpyDeviceToHost = 2,
+  cudaMemcpyDeviceToDevice = 3,
+  cudaMemcpyDefault = 4
+};
+enum cudaDeviceAttr : int { cudaDevAttrMultiProcessorCount = 16 };
+enum cudaFuncAttribute : int { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+struct cudaDeviceProp {
+  char name[256];
+  std::size_t totalGlobalMem;
+  int multiProcessorCount;
+  int major, minor;
+};
+
+namespace bgtq_emu {
+
+//! SMs the emulated device reports: few, so that automatic split plans stay small
+//! (each emulated CTA costs OS-thread barriers); tests force larger split counts.
+inline constexpr int emulated_sms = 16;
+//! Largest dynamic shared memory a kernel may opt into (sm_90).
+inline constexpr std::size_t max_dynamic_smem = 227u * 1024u;
+
+struct launch_state {
+  std::vector<unsigned char> smem;  // dynamic shared memory of the running CTA
+  std::barrier<>* block = nullptr;
+  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  std::vector<std::uint64_t> shfl;  // [warp][32] exchange slots
+};
+inline launch_state& state() {
+  static launch_state s;
+  return s;
+}
+inline void* dynamic_smem() { return state().smem.data(); }
+
+inline unsigned flat_tid() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
+
+//! Runs kernel(args...) on grid x block threads, CTA after CTA.
+template <class... P, class... A>
+void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, A&&... a) {
+  launch_state& s = state();
+  const unsigned nt = block.x * block.y * block.z;
+  const unsigned nw = (nt + 31) / 32;
+  s.smem.assign(std::max<std::size_t>(smem, 16) + 64, 0xFF);
+  std::barrier<> bar(static_cast<std::ptrdiff_t>(nt));
+  s.block = &bar;
+  s.warps.clear();
+  for (unsigned w = 0; w < nw; ++w) s.warps.push_back(std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(std::min(32u, nt - 32 * w))));
+  s.shfl.assign(static_cast<std::size_t>(nw) * 32, 0);
+  blockDim = block;
+  gridDim = grid;
+  const std::tuple<std::decay_t<P>...> args(std::forward<A>(a)...);
+  std::vector<std::thread> threads;
+  threads.reserve(nt);
+  for (unsigned t = 0; t < nt; ++t)
+    threads.emplace_back([&, t] {
+      threadIdx = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
+      for (unsigned z = 0; z < grid.z; ++z)
+        for (unsigned y = 0; y < grid.y; ++y)
+          for (unsigned x = 0; x < grid.x; ++x) {
+            blockIdx = dim3(x, y, z);
+            if (t == 0) std::memset(s.smem.data(), 0xFF, s.smem.size());
+            bar.arrive_and_wait();
+            std::apply(kernel, args);
+            bar.arrive_and_wait();
+          }
+    });
+  for (auto& th : threads) th.join();
+  s.block = nullptr;
+}
+
+}  // namespace bgtq_emu
+
+// ------------------------------------------------------------------ device functions
+inline void __syncthreads() { bgtq_emu::state().block->arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { bgtq_emu::state().warps[bgtq_emu::flat_tid() / 32]->arrive_and_wait(); }
+
+template <class T>
+T __shfl_xor_sync(unsigned, T v, int lane_mask, int = 32) {
+  static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
+  auto& s = bgtq_emu::state();
+  const unsigned tid = bgtq_emu::flat_tid();
+  const unsigned w = tid / 32, lane = tid % 32;
+  std::uint64_t bits = 0;
+  std::memcpy(&bits, &v, sizeof(T));
+  s.shfl[w * 32 + lane] = bits;
+  __syncwarp();
+  const std::uint64_t got = s.shfl[w * 32 + (lane ^ static_cast<unsigned>(lane_mask))];
+  __syncwarp();
+  T r;
+  std::memcpy(&r, &got, sizeof(T));
+  return r;
+}
+
+template <class T>
+inline T __ldg(const T* p) {
+  return *p;
+}
+inline unsigned atomicOr(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_or(v); }
+inline unsigned atomicAnd(unsigned* p, unsigned v) { return std::atomic_ref<unsigned>(*p).fetch_and(v); }
+inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
+  return std::atomic_ref<unsigned long long>(*p).fetch_add(v);
+}
+
+// ------------------------------------------------------------------ runtime API
+inline const char* cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+  }
+  return "unknown error";
+}
+inline const char* cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+  }
+  return "cudaErrorUnknown";
+}
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline cudaError_t cudaPeekAtLastError() { return cudaSuccess; }
+inline cudaError_t cudaGetDeviceCount(int* n) {
+  *n = 1;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGetDevice(int* d) {
+  *d = 0;
+  return cudaSuccess;
+}
+inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
+inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
+  if (d != 0) return cudaErrorInvalidValue;
+  std::memset(p, 0, sizeof *p);
+  std::strcpy(p->name, "bgtq CPU emulator");
+  p->totalGlobalMem = std::size_t{8} << 30;
+  p->multiProcessorCount = bgtq_emu::emulated_sms;
+  p->major = 9;
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
+  if (a != cudaDevAttrMultiProcessorCount) return cudaErrorInvalidValue;
+  *v = bgtq_emu::emulated_sms;
+  return cudaSuccess;
+}
+template <class F>
+cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute a, int v) {
+  return a == cudaFuncAttributeMaxDynamicSharedMemorySize && v >= 0 && static_cast<std::size_t>(v) <= bgtq_emu::max_dynamic_smem
+             ? cudaSuccess
+             : cudaErrorInvalidValue;
+}
+inline cudaError_t cudaMalloc(void** p, std::size_t n) {
+  *p = std::aligned_alloc(256, (std::max<std::size_t>(n, 1) + 255) / 256 * 256);
+  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+}
+template <class T>
+cudaError_t cudaMalloc(T** p, std::size_t n) {
+  return cudaMalloc(reinterpret_cast<void**>(p), n);
+}
+inline cudaError_t cudaFree(void* p) {
+  std::free(p);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpy(void* d, const void* s, std::size_t n, cudaMemcpyKind) {
+  if (n) std::memmove(d, s, n);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemcpyAsync(void* d, const void* s, std::size_t n, cudaMemcpyKind k, cudaStream_t = nullptr) {
+  return cudaMemcpy(d, s, n, k);
+}
+inline cudaError_t cudaMemset(void* d, int v, std::size_t n) {
+  if (n) std::memset(d, v, n);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemsetAsync(void* d, int v, std::size_t n, cudaStream_t = nullptr) { return cudaMemset(d, v, n); }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+// events: host wall-clock stamps (the emulator runs launches synchronously)
+struct CUevent_st {
+  std::chrono::steady_clock::time_point t;
+};
+inline cudaError_t cudaEventCreate(cudaEvent_t* e) {
+  *e = new CUevent_st{};
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete e;
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = nullptr) {
+  e->t = std::chrono::steady_clock::now();
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
+  *ms = std::chrono::duration<float, std::milli>(b->t - a->t).count();
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }

@@ -1,0 +1,382 @@
+#pragma once
+// Device-side checks (need a CUDA device): encode_append against the CPU cache's bytes,
+// decode_attention against CPU decode_attention, device_energy against double sums on
+// the CPU. Each returns a report; the Catch2 tests REQUIRE report.ok, and
+// bench/gpu/bench_decode --check prints them (for machines without Catch2).
+// Every output buffer is poisoned (0xFF bytes: NaN floats) before each run and every
+// CUDA call and launcher return code is checked.
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <bgtq/cuda/device.hpp>
+#include <bgtq/cuda/device_cache.hpp>
+#include <bgtq/cuda/energy.hpp>
+#include <bgtq/cuda/upload.hpp>
+#include <bgtq/rope/layout.hpp>
+
+#if __has_include(<bgtq/energy/energy.hpp>)
+#include <bgtq/energy/energy.hpp>
+#define BGTQ_GPU_CHECKS_HAVE_ESTIMATOR 1
+#endif
+
+#include "gpu_checks.hpp"
+
+namespace bgtq_gpu {
+
+//! Outcome of one device check.
+struct check_report {
+  bool ok = false;
+  std::string what;    //!< what was checked and, on failure, why it failed
+  double value = 0.0;  //!< the measured error (relative), where meaningful
+  code_diff diff;      //!< encode checks: code statistics
+};
+
+//! Owning device allocation.
+struct dev_buf {
+  void* p = nullptr;
+  std::size_t bytes = 0;
+  dev_buf() = default;
+  dev_buf(const dev_buf&) = delete;
+  dev_buf& operator=(const dev_buf&) = delete;
+  ~dev_buf() {
+    if (p) cudaFree(p);
+  }
+  cudaError_t alloc(std::size_t n) {
+    bytes = n;
+    return cudaMalloc(&p, n > 0 ? n : 1);
+  }
+  template <class T>
+  T* as() const {
+    return static_cast<T*>(p);
+  }
+};
+
+#define BGTQ_CHECK_CUDA(call)                                                                       \
+  do {                                                                                              \
+    const cudaError_t e_ = (call);                                                                  \
+    if (e_ != cudaSuccess) {                                                                        \
+      rep.what += std::string(" | ") + #call + " failed: " + cudaGetErrorString(e_);                 \
+      return rep;                                                                                   \
+    }                                                                                               \
+  } while (0)
+#define BGTQ_CHECK_ERRC(call)                                                                                   \
+  do {                                                                                                          \
+    const ::bgtq::errc e_ = (call);                                                                             \
+    if (e_ != ::bgtq::errc::ok) {                                                                               \
+      rep.what += std::string(" | ") + #call + " returned " + ::bgtq::to_string(e_) + ": " +                   \
+                  ::bgtq::cuda::last_error_message();                                                           \
+      return rep;                                                                                               \
+    }                                                                                                           \
+  } while (0)
+
+template <class T>
+cudaError_t upload_vec(dev_buf& b, const std::vector<T>& v) {
+  if (cudaError_t e = b.alloc(v.size() * sizeof(T)); e != cudaSuccess) return e;
+  if (v.empty()) return cudaSuccess;
+  return cudaMemcpy(b.p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice);
+}
+
+inline const char* dtype_name(cuda::dtype t) { return t == cuda::dtype::f32 ? "f32" : t == cuda::dtype::f16 ? "f16" : "bf16"; }
+
+//! encode_append of `lengths` tokens per sequence vs the CPU cache: every code equal
+//! except near-threshold flips (CPU and GPU rotations may round a coordinate within
+//! ~1e-6 of a threshold to different sides), radii within one ulp, all other bytes
+//! equal. `interleave`: tokens in decode-step order (round robin over the sequences,
+//! unaligned slots: the atomic path), else sequence by sequence (aligned plane words
+//! where possible). `calls`: the tokens are split into this many launches. The slots
+//! are first filled with other random tokens (stale pages must be overwritten).
+inline check_report gpu_check_encode(shape s, const method& m, const std::vector<int>& lengths, cuda::dtype type,
+                                     bool interleave, int calls, std::uint64_t seed, bool with_nonfinite = false) {
+  check_report rep;
+  char head[256];
+  std::snprintf(head, sizeof head, "encode %s D=%d Hkv=%d %s %s calls=%d%s", m.name.c_str(), s.head_dim, s.kv_heads,
+                dtype_name(type), interleave ? "interleaved" : "prefill", calls, with_nonfinite ? " nonfinite" : "");
+  rep.what = head;
+  s.sink = 0;
+  s.recent = 0;
+  s.nonfinite_zero = true;
+  auto c = make_cache(s, m, seed);
+  const int B = static_cast<int>(lengths.size());
+  const std::size_t row = static_cast<std::size_t>(s.kv_heads) * s.head_dim;
+  // the data (rounded through `type`), one NaN key row if requested
+  std::vector<std::vector<float>> K(static_cast<std::size_t>(B)), V(static_cast<std::size_t>(B));
+  for (int b = 0; b < B; ++b) {
+    K[static_cast<std::size_t>(b)] = normal_floats(static_cast<std::size_t>(lengths[static_cast<std::size_t>(b)]) * row, seed + 1, mix(static_cast<std::uint64_t>(b), 1), 1.5f);
+    V[static_cast<std::size_t>(b)] = normal_floats(static_cast<std::size_t>(lengths[static_cast<std::size_t>(b)]) * row, seed + 1, mix(static_cast<std::uint64_t>(b), 2));
+    round_to(K[static_cast<std::size_t>(b)], type);
+    round_to(V[static_cast<std::size_t>(b)], type);
+  }
+  if (with_nonfinite && B > 0 && lengths[0] > 3) K[0][3 * row + 1] = NAN;
+  std::vector<int> seqs;
+  for (int b = 0; b < B; ++b) {
+    seqs.push_back(c.add_sequence());
+    if (lengths[static_cast<std::size_t>(b)] > 0)
+      c.append(seqs.back(), 0, K[static_cast<std::size_t>(b)].data(), V[static_cast<std::size_t>(b)].data(), lengths[static_cast<std::size_t>(b)]);
+  }
+  // token order and slots
+  std::vector<std::pair<int, int>> order;  // (sequence index, token)
+  if (interleave) {
+    int maxlen = 0;
+    for (int L : lengths) maxlen = std::max(maxlen, L);
+    for (int i = 0; i < maxlen; ++i)
+      for (int b = 0; b < B; ++b)
+        if (i < lengths[static_cast<std::size_t>(b)]) order.emplace_back(b, i);
+  } else {
+    for (int b = 0; b < B; ++b)
+      for (int i = 0; i < lengths[static_cast<std::size_t>(b)]; ++i) order.emplace_back(b, i);
+  }
+  const int P = s.page_tokens;
+  const std::size_t N = order.size();
+  std::vector<std::int64_t> slots(N);
+  std::vector<float> kin(N * row), vin(N * row);
+  for (std::size_t n = 0; n < N; ++n) {
+    const auto [b, i] = order[n];
+    const auto view = c.view(seqs[static_cast<std::size_t>(b)], 0);
+    slots[n] = static_cast<std::int64_t>(view.pages[i / P]) * P + i % P;
+    std::memcpy(&kin[n * row], &K[static_cast<std::size_t>(b)][static_cast<std::size_t>(i) * row], row * 4);
+    std::memcpy(&vin[n * row], &V[static_cast<std::size_t>(b)][static_cast<std::size_t>(i) * row], row * 4);
+  }
+  auto pack = [&](const std::vector<float>& x, std::vector<std::uint8_t>& out) {
+    const std::size_t es = type == cuda::dtype::f32 ? 4 : 2;
+    out.resize(x.size() * es);
+    for (std::size_t i = 0; i < x.size(); ++i) {
+      if (type == cuda::dtype::f32) {
+        std::memcpy(&out[i * 4], &x[i], 4);
+      } else {
+        const std::uint16_t h = type == cuda::dtype::f16 ? float_to_half_bits(x[i]) : float_to_bf16_bits(x[i]);
+        std::memcpy(&out[i * 2], &h, 2);
+      }
+    }
+  };
+  std::vector<std::uint8_t> kbytes, vbytes, gk, gv;
+  pack(kin, kbytes);
+  pack(vin, vbytes);
+  std::vector<float> garbage_k = normal_floats(N * row, seed + 7, 3, 4.0f), garbage_v = normal_floats(N * row, seed + 7, 4, 0.1f);
+  pack(garbage_k, gk);
+  pack(garbage_v, gv);
+
+  cuda::device_cache dev;
+  BGTQ_CHECK_ERRC(cuda::device_cache::create(cuda::describe(c), dev));
+  dev_buf dk, dv, dgk, dgv, dslots, dbad;
+  BGTQ_CHECK_CUDA(upload_vec(dk, kbytes));
+  BGTQ_CHECK_CUDA(upload_vec(dv, vbytes));
+  BGTQ_CHECK_CUDA(upload_vec(dgk, gk));
+  BGTQ_CHECK_CUDA(upload_vec(dgv, gv));
+  BGTQ_CHECK_CUDA(upload_vec(dslots, slots));
+  BGTQ_CHECK_CUDA(dbad.alloc(8));
+  BGTQ_CHECK_CUDA(cudaMemset(dbad.p, 0, 8));
+  const std::size_t es = type == cuda::dtype::f32 ? 4 : 2;
+  for (int pass = 0; pass < 2; ++pass) {  // pass 0: garbage into the same slots; pass 1: the data
+    const int ncalls = std::max(1, calls);
+    for (int ci = 0; ci < ncalls; ++ci) {
+      const std::size_t lo = N * static_cast<std::size_t>(ci) / ncalls, hi = N * static_cast<std::size_t>(ci + 1) / ncalls;
+      cuda::encode_args a;
+      a.layer = 0;
+      a.tokens = static_cast<int>(hi - lo);
+      a.type = type;
+      a.k = (pass == 0 ? dgk.as<std::uint8_t>() : dk.as<std::uint8_t>()) + lo * row * es;
+      a.v = (pass == 0 ? dgv.as<std::uint8_t>() : dv.as<std::uint8_t>()) + lo * row * es;
+      a.slot_mapping = dslots.as<std::int64_t>() + lo;
+      a.nonfinite = pass == 1 ? dbad.as<unsigned long long>() : nullptr;
+      BGTQ_CHECK_ERRC(dev.encode_append(a));
+    }
+  }
+  BGTQ_CHECK_CUDA(cudaDeviceSynchronize());
+  unsigned long long bad = 0;
+  BGTQ_CHECK_CUDA(cudaMemcpy(&bad, dbad.p, 8, cudaMemcpyDeviceToHost));
+  const unsigned long long want_bad = with_nonfinite && B > 0 && lengths[0] > 3 ? 1 : 0;
+  if (bad != want_bad) {
+    rep.what += " | nonfinite counter " + std::to_string(bad) + ", expected " + std::to_string(want_bad);
+    return rep;
+  }
+  for (int h = 0; h < s.kv_heads; ++h)
+    for (int b = 0; b < B; ++b) {
+      const auto view = c.view(seqs[static_cast<std::size_t>(b)], 0);
+      const int L = lengths[static_cast<std::size_t>(b)];
+      for (int pi = 0; pi * P < L; ++pi) {
+        const int used = std::min(P, L - pi * P);
+        std::vector<std::uint8_t> got(c.head_page_bytes(0, h));
+        BGTQ_CHECK_ERRC(dev.download_page_part(view.pages[pi], 0, h, got.data()));
+        std::vector<const float*> kr, vr;
+        for (int t = 0; t < used; ++t) {
+          const std::size_t ro = (static_cast<std::size_t>(pi * P + t) * s.kv_heads + h) * s.head_dim;
+          kr.push_back(&K[static_cast<std::size_t>(b)][ro]);
+          vr.push_back(&V[static_cast<std::size_t>(b)][ro]);
+        }
+        rep.diff += compare_page_part(c, 0, h, c.page_ptr(view.pages[pi], 0, h), got.data(), used, kr, vr);
+      }
+    }
+  char tail[256];
+  std::snprintf(tail, sizeof tail, ": %lld of %lld codes differ (%lld near a threshold), %lld radii far, %lld other bytes%s%s",
+                rep.diff.mismatches, rep.diff.codes, rep.diff.near_threshold, rep.diff.radius_far, rep.diff.other_bytes,
+                rep.diff.first.empty() ? "" : "; first: ", rep.diff.first.c_str());
+  rep.what += tail;
+  rep.value = rep.diff.codes > 0 ? static_cast<double>(rep.diff.mismatches) / static_cast<double>(rep.diff.codes) : 0.0;
+  rep.ok = rep.diff.ok() && rep.diff.near_threshold * 1000 <= rep.diff.codes;
+  return rep;
+}
+
+//! decode_attention vs CPU decode_attention (rel 1e-4 over max |out|) for sequences of
+//! the given lengths, with the cache's sink/recent window; runs twice (poisoned
+//! buffers both times) and requires bit-identical results.
+inline check_report gpu_check_decode(const shape& s, const method& m, const std::vector<int>& lengths, cuda::dtype q_type,
+                                     int splits, std::uint64_t seed, double tol = 1e-4) {
+  check_report rep;
+  char head[256];
+  std::snprintf(head, sizeof head, "decode %s D=%d Hkv=%d G=%d B=%zu window=%d+%d q=%s splits=%d", m.name.c_str(), s.head_dim,
+                s.kv_heads, s.q_heads / s.kv_heads, lengths.size(), s.sink, s.recent, dtype_name(q_type), splits);
+  rep.what = head;
+  auto c = make_cache(s, m, seed);
+  const filled_cache f = fill_cache(c, lengths, seed + 1);
+  const int B = static_cast<int>(lengths.size());
+  std::vector<float> q = normal_floats(static_cast<std::size_t>(B) * s.q_heads * s.head_dim, seed + 2, 0, 0.8f);
+  std::vector<std::uint16_t> qbits;
+  round_to(q, q_type, &qbits);
+  std::vector<float> want(q.size()), got(q.size()), got2(q.size());
+  bgtq::attention_workspace ws(c);
+  bgtq::decode_attention(c, 0, f.seqs, q.data(), want.data(), ws);
+
+  cuda::device_cache dev;
+  BGTQ_CHECK_ERRC(cuda::device_cache::create(cuda::describe(c), dev));
+  BGTQ_CHECK_ERRC(cuda::upload_all_pages(c, dev));
+  const cuda::batch_tables bt = cuda::gather_batch(c, 0, f.seqs);
+  bool any_window = false;
+  for (int w : bt.window_len) any_window = any_window || w > 0;
+  dev_buf dq, dout, dpt, dqn, dwl, dwk, dwv, dws;
+  if (q_type == cuda::dtype::f32)
+    BGTQ_CHECK_CUDA(upload_vec(dq, q));
+  else
+    BGTQ_CHECK_CUDA(upload_vec(dq, qbits));
+  BGTQ_CHECK_CUDA(dout.alloc(q.size() * 4));
+  BGTQ_CHECK_CUDA(upload_vec(dpt, bt.page_table));
+  BGTQ_CHECK_CUDA(upload_vec(dqn, bt.quantized));
+  BGTQ_CHECK_CUDA(upload_vec(dwl, bt.window_len));
+  BGTQ_CHECK_CUDA(upload_vec(dwk, bt.window_k));
+  BGTQ_CHECK_CUDA(upload_vec(dwv, bt.window_v));
+  const cuda::split_plan sp = dev.decode_plan(B, bt.max_quantized, splits);
+  BGTQ_CHECK_CUDA(dws.alloc(dev.decode_workspace_bytes(B, sp.splits)));
+  cuda::decode_args a;
+  a.layer = 0;
+  a.batch = B;
+  a.q_type = q_type;
+  a.q = dq.p;
+  a.out = dout.as<float>();
+  a.page_table = dpt.as<int>();
+  a.max_pages_per_seq = bt.max_pages_per_seq;
+  a.quantized = dqn.as<int>();
+  a.max_quantized = bt.max_quantized;
+  if (any_window) {  // without a window, exercise the null-window path
+    a.window_k = dwk.as<std::uint16_t>();
+    a.window_v = dwv.as<std::uint16_t>();
+    a.window_len = dwl.as<int>();
+    a.window_cap = bt.window_cap;
+  }
+  a.splits = splits;
+  a.workspace = dws.p;
+  a.workspace_bytes = dws.bytes;
+  for (int run = 0; run < 2; ++run) {
+    BGTQ_CHECK_CUDA(cudaMemset(dout.p, 0xFF, dout.bytes));
+    BGTQ_CHECK_CUDA(cudaMemset(dws.p, 0xFF, dws.bytes));
+    BGTQ_CHECK_ERRC(dev.decode_attention(a));
+    BGTQ_CHECK_CUDA(cudaDeviceSynchronize());
+    BGTQ_CHECK_CUDA(cudaMemcpy(run == 0 ? got.data() : got2.data(), dout.p, dout.bytes, cudaMemcpyDeviceToHost));
+  }
+  rep.value = rel_max_error(got, want);
+  char tail[160];
+  std::snprintf(tail, sizeof tail, " (%d split(s)): rel err %.3g (tol %.1g)%s", sp.splits, rep.value, tol,
+                std::memcmp(got.data(), got2.data(), got.size() * 4) == 0 ? "" : ", NOT deterministic");
+  rep.what += tail;
+  rep.ok = rep.value <= tol && std::memcmp(got.data(), got2.data(), got.size() * 4) == 0;
+  return rep;
+}
+
+//! device_energy vs double sums on the CPU (and vs energy_estimator when present):
+//! relative 1e-12 per (head, block). The tokens go in two accumulate calls, the
+//! second larger than max_tokens (internal passes).
+inline check_report gpu_check_energy(int Hq, int Hkv, int D, rope_pairing pairing, long long T, cuda::dtype type,
+                                     long long max_tokens, std::uint64_t seed) {
+  check_report rep;
+  char head[200];
+  std::snprintf(head, sizeof head, "energy Hq=%d Hkv=%d D=%d %s T=%lld %s max_tokens=%lld", Hq, Hkv, D,
+                pairing == rope_pairing::half ? "half" : "interleaved", T, dtype_name(type), max_tokens);
+  rep.what = head;
+  const rope_layout rope(D, pairing);
+  const int L = rope.num_blocks(), G = Hq / Hkv;
+  std::vector<float> q = normal_floats(static_cast<std::size_t>(T) * Hq * D, seed, 1, 2.0f);
+  std::vector<float> k = normal_floats(static_cast<std::size_t>(T) * Hkv * D, seed, 2, 0.5f);
+  std::vector<std::uint16_t> qb, kb;
+  round_to(q, type, &qb);
+  round_to(k, type, &kb);
+  std::vector<double> wq(static_cast<std::size_t>(Hkv) * L, 0.0), wk(wq.size(), 0.0);
+  for (long long t = 0; t < T; ++t)
+    for (int h = 0; h < Hkv; ++h)
+      for (int i = 0; i < L; ++i) {
+        const auto d = rope.block_dims(i);
+        for (int dd : d) {
+          for (int g = 0; g < G; ++g) {
+            const double x = q[(static_cast<std::size_t>(t) * Hq + h * G + g) * D + dd];
+            wq[static_cast<std::size_t>(h * L + i)] += x * x;
+          }
+          const double y = k[(static_cast<std::size_t>(t) * Hkv + h) * D + dd];
+          wk[static_cast<std::size_t>(h * L + i)] += y * y;
+        }
+      }
+  std::vector<int> bd;
+  for (int i = 0; i < L; ++i) {
+    bd.push_back(rope.block_dims(i)[0]);
+    bd.push_back(rope.block_dims(i)[1]);
+  }
+  cuda::device_energy e;
+  BGTQ_CHECK_ERRC(cuda::device_energy::create(Hq, Hkv, D, bd, max_tokens, e));
+  dev_buf dq, dk;
+  if (type == cuda::dtype::f32) {
+    BGTQ_CHECK_CUDA(upload_vec(dq, q));
+    BGTQ_CHECK_CUDA(upload_vec(dk, k));
+  } else {
+    BGTQ_CHECK_CUDA(upload_vec(dq, qb));
+    BGTQ_CHECK_CUDA(upload_vec(dk, kb));
+  }
+  const std::size_t es = type == cuda::dtype::f32 ? 4 : 2;
+  const long long t1 = T / 3;
+  BGTQ_CHECK_ERRC(e.accumulate(dq.p, dk.p, t1, type));
+  BGTQ_CHECK_ERRC(e.accumulate(dq.as<std::uint8_t>() + static_cast<std::size_t>(t1) * Hq * D * es,
+                               dk.as<std::uint8_t>() + static_cast<std::size_t>(t1) * Hkv * D * es, T - t1, type));
+  std::vector<double> gq(wq.size(), NAN), gk(wk.size(), NAN);
+  BGTQ_CHECK_ERRC(e.download(gq.data(), gk.data()));
+  double worst = 0.0;
+  for (std::size_t i = 0; i < wq.size(); ++i) {
+    worst = std::max(worst, std::fabs(gq[i] - wq[i]) / std::max(1e-300, std::fabs(wq[i])));
+    worst = std::max(worst, std::fabs(gk[i] - wk[i]) / std::max(1e-300, std::fabs(wk[i])));
+    if (!std::isfinite(gq[i]) || !std::isfinite(gk[i])) worst = INFINITY;
+  }
+#if defined(BGTQ_GPU_CHECKS_HAVE_ESTIMATOR)
+  {
+    energy_estimator est(1, Hq, Hkv, rope);
+    est.add(0, q.data(), k.data(), static_cast<std::size_t>(T));
+    for (int h = 0; h < Hkv; ++h)
+      for (int i = 0; i < L; ++i) {
+        const double eq = est.q_energy(0, h, i) * static_cast<double>(T) * G;
+        const double ek = est.k_energy(0, h, i) * static_cast<double>(T);
+        worst = std::max(worst, std::fabs(gq[static_cast<std::size_t>(h * L + i)] - eq) / std::max(1e-300, std::fabs(eq)));
+        worst = std::max(worst, std::fabs(gk[static_cast<std::size_t>(h * L + i)] - ek) / std::max(1e-300, std::fabs(ek)));
+      }
+    rep.what += " (also vs energy_estimator)";
+  }
+#endif
+  rep.value = worst;
+  rep.ok = worst <= 1e-12 && e.tokens() == T;
+  char tail[96];
+  std::snprintf(tail, sizeof tail, ": max rel diff %.3g (tol 1e-12), tokens %lld", worst, e.tokens());
+  rep.what += tail;
+  return rep;
+}
+
+#undef BGTQ_CHECK_CUDA
+#undef BGTQ_CHECK_ERRC
+
+}  // namespace bgtq_gpu

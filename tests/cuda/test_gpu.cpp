@@ -1,0 +1,218 @@
+// Device tests of the CUDA kernels against the CPU reference (skipped without a GPU).
+// The checks themselves live in gpu_device_checks.hpp (shared with bench_decode --check).
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cstdlib>
+#include <vector>
+
+#include "common.hpp"
+#include "gpu_device_checks.hpp"
+
+using namespace bgtq_gpu;
+namespace bc = bgtq::cuda;
+
+namespace {
+
+void require_device() {
+  if (bc::device_count() == 0) bgtq_test::skip_test("no CUDA device");
+}
+
+// Built against the CPU emulator (tests/cuda/emu) every CTA thread is an OS thread, so the
+// default emulated run keeps one configuration in three, caps kv_len at 1000 and batch 17
+// at 7 (every code path and awkward length stays covered); BGTQ_EMU_FULL=1 runs the
+// device sizes (about 10 minutes on 2 cores).
+#if defined(BGTQ_CUDA_EMULATION)
+bool full_size() {
+  const char* e = std::getenv("BGTQ_EMU_FULL");
+  return e != nullptr && e[0] == '1';
+}
+#else
+bool full_size() { return true; }
+#endif
+bool keep(int& i) { return full_size() || (i++ % 3) == 0; }
+int cap(int L) { return full_size() ? L : std::min(L, 1000); }
+
+method mixed_method() {
+  method m;
+  m.name = "gtq-mixed-1..8";
+  m.keys = key_kind::mixed;
+  m.value_bits = 3;
+  return m;
+}
+method tq_method(int bits) {
+  method m;
+  m.name = "tq" + std::to_string(bits);
+  m.keys = key_kind::uniform;
+  m.key_bits = bits;
+  m.value_bits = bits;
+  return m;
+}
+
+// the awkward lengths of a batch of n sequences
+std::vector<int> lengths_for(int n) {
+  const int pool[] = {1, 54, 97, 1000, 5000};
+  std::vector<int> v;
+  for (int i = 0; i < n; ++i) v.push_back(cap(pool[(i * 3) % 5]));
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("encode_append writes the CPU encoder's pages (Block-GTQ, widths 1..8)", "[gpu][encode]") {
+  require_device();
+  int combo = 0;
+  for (int D : {64, 128})
+    for (bc::dtype t : {bc::dtype::f16, bc::dtype::bf16, bc::dtype::f32})
+      for (bool interleave : {false, true}) {
+        if (!keep(combo)) continue;
+        shape s;
+        s.head_dim = D;
+        s.kv_heads = 3;
+        s.q_heads = 6;
+        s.max_pages = 40;
+        const check_report r = gpu_check_encode(s, mixed_method(), {97, 54, 200, 1}, t, interleave, interleave ? 1 : 3, 100 + D);
+        INFO(r.what);
+        REQUIRE(r.ok);
+      }
+}
+
+TEST_CASE("encode_append writes the CPU encoder's pages (uniform TQ 2 and 3 bits, norm correction, fp32 radii)",
+          "[gpu][encode]") {
+  require_device();
+  for (int bits : {2, 3})
+    for (int D : {64, 128}) {
+      shape s;
+      s.head_dim = D;
+      s.kv_heads = 2;
+      s.q_heads = 8;
+      s.max_pages = 40;
+      method m = tq_method(bits);
+      const check_report r = gpu_check_encode(s, m, {300, 97}, bc::dtype::f16, false, 2, 200 + bits);
+      INFO(r.what);
+      REQUIRE(r.ok);
+      m.norm_correction = true;
+      m.fp32_radius = bits == 3;
+      m.name += "-normcorr";
+      const check_report r2 = gpu_check_encode(s, m, {130, 33}, bc::dtype::bf16, true, 1, 300 + bits);
+      INFO(r2.what);
+      REQUIRE(r2.ok);
+    }
+}
+
+TEST_CASE("encode_append stores a non-finite row as a zero vector and counts it", "[gpu][encode]") {
+  require_device();
+  shape s;
+  s.max_pages = 8;
+  const check_report r = gpu_check_encode(s, tq_method(3), {70, 5}, bc::dtype::f16, true, 1, 400, true);
+  INFO(r.what);
+  REQUIRE(r.ok);
+}
+
+TEST_CASE("decode_attention matches CPU decode_attention (Block-GTQ, batch 1 and 17, D 64 and 128)", "[gpu][decode]") {
+  require_device();
+  int combo = 0;
+  for (int D : {64, 128})
+    for (int G : {1, 4, 8})
+      for (int batch : {1, 17}) {
+        if (!keep(combo)) continue;
+        shape s;
+        s.head_dim = D;
+        s.kv_heads = 2;
+        s.q_heads = 2 * G;
+        s.sink = batch == 17 ? 4 : 0;
+        s.recent = batch == 17 ? 32 : 0;
+        const std::vector<int> lengths = batch == 1 ? std::vector<int>{cap(5000)} : lengths_for(full_size() ? 17 : 7);
+        s.max_pages = 0;
+        for (int L : lengths) s.max_pages += (L + s.page_tokens - 1) / s.page_tokens;
+        const check_report r = gpu_check_decode(s, mixed_method(), lengths, bc::dtype::f32, 0, 500 + D + G + batch);
+        INFO(r.what);
+        REQUIRE(r.ok);
+      }
+}
+
+TEST_CASE("decode_attention matches CPU decode_attention (uniform TQ 2/3 bits, awkward lengths, windows)", "[gpu][decode]") {
+  require_device();
+  int combo = 0;
+  for (int bits : {2, 3})
+    for (int L : {1, 54, 97, 1000, 5000})
+      for (bool window : {false, true}) {
+        if (!keep(combo) || cap(L) != L) continue;
+        shape s;
+        s.head_dim = bits == 2 ? 64 : 128;
+        s.kv_heads = 4;
+        s.q_heads = 16;
+        s.sink = window ? 2 : 0;
+        s.recent = window ? 16 : 0;
+        s.max_pages = (L + 63) / 64 + 1;
+        const check_report r = gpu_check_decode(s, tq_method(bits), {L}, bc::dtype::f32, 0, 600 + L + bits);
+        INFO(r.what);
+        REQUIRE(r.ok);
+      }
+}
+
+TEST_CASE("decode_attention: fp16 and bf16 queries, forced split counts, GQA 16 (two head chunks)", "[gpu][decode]") {
+  require_device();
+  shape s;
+  s.head_dim = 128;
+  s.kv_heads = 1;
+  s.q_heads = 16;
+  s.sink = 1;
+  s.recent = 8;
+  const std::vector<int> lengths{1000, 97, cap(5000)};
+  s.max_pages = 0;
+  for (int L : lengths) s.max_pages += (L + 63) / 64;
+  int combo = 0;
+  for (bc::dtype t : {bc::dtype::f16, bc::dtype::bf16})
+    for (int splits : {1, 3, 64}) {
+      if (!full_size() && combo++ % 2 != 0) continue;
+      const check_report r = gpu_check_decode(s, mixed_method(), lengths, t, splits, 700 + splits);
+      INFO(r.what);
+      REQUIRE(r.ok);
+    }
+}
+
+TEST_CASE("device energy sums equal the CPU's double sums", "[gpu][energy]") {
+  require_device();
+  const check_report a = gpu_check_energy(8, 2, 64, bgtq::rope_pairing::interleaved, 1000, bc::dtype::f32, 300, 800);
+  INFO(a.what);
+  REQUIRE(a.ok);
+  const check_report b = gpu_check_energy(32, 8, 128, bgtq::rope_pairing::half, 517, bc::dtype::f16, 4096, 801);
+  INFO(b.what);
+  REQUIRE(b.ok);
+  const check_report c = gpu_check_energy(4, 4, 256, bgtq::rope_pairing::interleaved, 97, bc::dtype::bf16, 50, 802);
+  INFO(c.what);
+  REQUIRE(c.ok);
+}
+
+TEST_CASE("launchers return error codes with a message for bad arguments", "[gpu][errors]") {
+  require_device();
+  shape s;
+  const auto c = make_cache(s, tq_method(3), 1);
+  bc::cache_desc d = bc::describe(c);
+  bc::device_cache dev;
+  d.head_dim = 512;
+  REQUIRE(bc::device_cache::create(d, dev) == bgtq::errc::unsupported);
+  REQUIRE(std::string(bc::last_error_message()).find("head_dim") != std::string::npos);
+  REQUIRE(!dev.valid());
+  REQUIRE(bc::device_cache::create(bc::describe(c), dev) == bgtq::errc::ok);
+  REQUIRE(dev.valid());
+  bc::encode_args e;
+  e.tokens = 4;
+  REQUIRE(dev.encode_append(e) == bgtq::errc::invalid_argument);  // null pointers
+  e.layer = 3;
+  REQUIRE(dev.encode_append(e) == bgtq::errc::not_found);
+  bc::decode_args a;
+  a.batch = 1;
+  REQUIRE(dev.decode_attention(a) == bgtq::errc::invalid_argument);  // null q/out
+  std::vector<std::uint8_t> host(dev.page_part_bytes(0, 0));
+  REQUIRE(dev.download_page_part(s.max_pages, 0, 0, host.data()) == bgtq::errc::invalid_argument);
+  REQUIRE(dev.download_page_part(0, 0, 5, host.data()) == bgtq::errc::not_found);
+  REQUIRE(dev.download_page_part(0, 0, 0, host.data()) == bgtq::errc::ok);
+  bc::device_energy en;
+  REQUIRE(bc::device_energy::create(8, 2, 64, std::vector<int>(63, 0), 100, en) == bgtq::errc::shape_mismatch);
+  REQUIRE(bc::device_energy::create(8, 2, 64, std::vector<int>(64, 0), 100, en) == bgtq::errc::ok);
+  REQUIRE(en.accumulate(nullptr, nullptr, 5, bc::dtype::f16) == bgtq::errc::invalid_argument);
+  REQUIRE(std::string(bc::last_error_message()).find("null") != std::string::npos);
+  REQUIRE(en.accumulate(nullptr, nullptr, 0, bc::dtype::f16) == bgtq::errc::ok);  // zero tokens: nothing read
+}

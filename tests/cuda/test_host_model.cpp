@@ -1,0 +1,339 @@
+// CPU-only checks of the CUDA kernels' building blocks: the BGTQ_HOST_DEVICE helpers
+// of kernel_math.hpp against the CPU codecs, the uploaded tables against the host cache
+// layout, and the host model of the kernels (host_model.hpp: same decomposition, same
+// helpers, same tables) against the CPU cache encoder and decode_attention. These run
+// everywhere the cuda family is built, GPU or not.
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "common.hpp"
+#include "gpu_checks.hpp"
+#include "host_model.hpp"
+
+using namespace bgtq_gpu;
+namespace bc = bgtq::cuda;
+
+TEST_CASE("canonical_sum_squares matches the CPU canonical order bit for bit", "[cuda][host]") {
+  for (int n = 1; n <= 300; n += (n < 40 ? 1 : 13)) {
+    std::vector<float> x = normal_floats(static_cast<std::size_t>(n), 11, static_cast<std::uint64_t>(n), 3.0f);
+    const float want = bgtq::detail::sum_squares(x.data(), n);
+    const float want_scalar = bgtq::detail::sum_squares_scalar(x.data(), n);
+    const float got = bc::canonical_sum_squares([&](int j) { return x[static_cast<std::size_t>(j)]; }, n);
+    // token-minor getter as the encode kernel reads it
+    std::vector<float> tm(static_cast<std::size_t>(n) * 32, -1.0f);
+    for (int j = 0; j < n; ++j) tm[static_cast<std::size_t>(j) * 32 + 5] = x[static_cast<std::size_t>(j)];
+    const float got_tm = bc::canonical_sum_squares(bc::token_minor_get{tm.data(), 5}, n);
+    INFO("n = " << n);
+    REQUIRE(std::memcmp(&want, &got, 4) == 0);
+    REQUIRE(std::memcmp(&want_scalar, &got, 4) == 0);
+    REQUIRE(std::memcmp(&got_tm, &got, 4) == 0);
+  }
+}
+
+TEST_CASE("tq_norm matches tq_quantizer's radius, including the overflow rescue", "[cuda][host]") {
+  for (int n : {2, 6, 16, 64, 128}) {
+    for (float scale : {1.0f, 1e-20f, 3e18f, 1e30f}) {
+      std::vector<float> x = normal_floats(static_cast<std::size_t>(n), 5, static_cast<std::uint64_t>(n), scale);
+      bgtq::tq_params p;
+      p.dim = n;
+      p.bits = 3;
+      p.radius = bgtq::radius_format::fp32;
+      p.rotation = bgtq::rotation_kind::identity;
+      const bgtq::tq_quantizer q(p);
+      std::vector<std::uint8_t> codes(static_cast<std::size_t>(n));
+      float r = 0.0f;
+      REQUIRE(q.quantize(x.data(), codes.data(), r) == bgtq::errc::ok);
+      const float got = bc::tq_norm([&](int j) { return x[static_cast<std::size_t>(j)]; }, n);
+      INFO("n = " << n << " scale = " << scale);
+      if (bc::tq_radius_is_zero(got, true))
+        REQUIRE(r == 0.0f);
+      else
+        REQUIRE(std::memcmp(&r, &got, 4) == 0);
+    }
+  }
+}
+
+TEST_CASE("bit-plane word helpers agree with bit_plane_layout for every slot, coordinate and plane", "[cuda][host]") {
+  for (int P : {64, 128, 192}) {
+    for (int B = 1; B <= 8; ++B) {
+      const int n = 6;
+      REQUIRE(bc::bit_plane_bytes(n, B, P) == bgtq::bit_plane_layout::bytes(n, B, P));
+      std::vector<std::uint8_t> region(bgtq::bit_plane_layout::bytes(n, B, P), 0);
+      bgtq::counter_rng r(static_cast<std::uint64_t>(P * 10 + B));
+      std::vector<std::vector<std::uint8_t>> codes(static_cast<std::size_t>(P), std::vector<std::uint8_t>(n));
+      for (int t = 0; t < P; ++t) {
+        for (int j = 0; j < n; ++j) codes[static_cast<std::size_t>(t)][static_cast<std::size_t>(j)] = static_cast<std::uint8_t>(r.below(1u << B));
+        bgtq::bit_plane_layout::store(region.data(), n, B, P, t, codes[static_cast<std::size_t>(t)].data());
+      }
+      for (int j = 0; j < n; ++j)
+        for (int t0 = 0; t0 < P; t0 += 32) {
+          std::uint32_t w[8];
+          unsigned c32[32];
+          for (int k = 0; k < B; ++k) w[k] = bc::load_word_le(region.data() + bc::plane_word_offset(j, k, B, P, t0 + 7));
+          for (int t = 0; t < 32; ++t) {
+            c32[t] = codes[static_cast<std::size_t>(t0 + t)][static_cast<std::size_t>(j)];
+            REQUIRE(bc::code_from_planes(w, B, t) == c32[t]);
+          }
+          for (int k = 0; k < B; ++k) REQUIRE(bc::plane_word(c32, k) == w[k]);
+        }
+    }
+  }
+}
+
+TEST_CASE("plane_bit_to is ((w >> t) & 1) << k for every t and k", "[cuda][host]") {
+  bgtq::counter_rng r(3);
+  for (int rep = 0; rep < 64; ++rep) {
+    const std::uint32_t w = rep == 0 ? 0xFFFFFFFFu : rep == 1 ? 0u : r.next_u32();
+    for (int t = 0; t < 32; ++t)
+      for (int k = 0; k < 8; ++k) REQUIRE(bc::plane_bit_to(w, t, k) == ((w >> t) & 1u) << k);
+  }
+}
+
+TEST_CASE("split plans cover every tile exactly once and fill the machine", "[cuda][host]") {
+  for (long long T : {0LL, 1LL, 54LL, 97LL, 128LL, 129LL, 1000LL, 5000LL, 131072LL, 524288LL})
+    for (int ctas : {1, 8, 17 * 8, 128, 4096})
+      for (int req : {0, 1, 3, 7, 100000}) {
+        const bc::split_plan sp = bc::plan_splits(ctas, T, 132, req);
+        const long long tiles = (T + bc::decode_tile - 1) / bc::decode_tile;
+        INFO("T = " << T << " ctas = " << ctas << " requested = " << req);
+        REQUIRE(sp.splits >= 1);
+        REQUIRE(sp.tiles_per_split >= 1);
+        if (tiles > 0) {
+          REQUIRE(static_cast<long long>(sp.splits) * sp.tiles_per_split >= tiles);
+          REQUIRE(static_cast<long long>(sp.splits - 1) * sp.tiles_per_split < tiles);  // no empty split
+        }
+        if (req == 0 && tiles >= 2 * 132 * 4) REQUIRE(static_cast<long long>(sp.splits) * ctas >= 132 * 4 / 2);
+      }
+}
+
+TEST_CASE("shared-memory and workspace layouts are aligned and disjoint", "[cuda][host]") {
+  for (int gm : {1, 2, 4, 8})
+    for (int kc : {2, 64, 128, 256})
+      for (int vg : {0, 1, 3}) {
+        const bc::split_smem L = bc::split_smem_layout(gm, kc, 510, 256, vg);
+        REQUIRE(L.q % 4 == 0);
+        REQUIRE(L.kc >= L.q + kc * gm);
+        REQUIRE(L.vc >= L.kc + 510);
+        REQUIRE(L.w >= L.vc + 256);
+        REQUIRE(L.rv >= L.w + gm * bc::decode_tile);
+        REQUIRE(L.wr >= L.rv + vg * bc::decode_tile);
+        REQUIRE(L.st >= L.wr + std::max(vg, 1) * bc::decode_tile * gm);
+        REQUIRE(L.floats >= L.st + 3 * gm);
+        for (int o : {L.kc, L.vc, L.w, L.rv, L.wr, L.st}) REQUIRE(o % 4 == 0);
+        // the end-of-split part reduction reuses wr: parts * tpp * gm <= 128 * gm
+        REQUIRE(std::max(vg, 1) * bc::decode_tile * gm >= bc::decode_threads * gm);
+      }
+  const bc::decode_workspace_layout w = bc::decode_workspace(17, 32, 128, 9);
+  REQUIRE(w.ml >= 17u * 32u * 128u * 4u);
+  REQUIRE(w.acc >= w.ml + 17u * 32u * 9u * 8u);
+  REQUIRE(w.bytes >= w.acc + 17u * 32u * 9u * 128u * 4u);
+  REQUIRE(w.ml % 256 == 0);
+  REQUIRE(w.acc % 256 == 0);
+}
+
+namespace {
+
+std::vector<method> methods_for_tests() {
+  std::vector<method> m;
+  method a;
+  a.name = "gtq-mixed-1..8";
+  a.keys = key_kind::mixed;
+  a.value_bits = 3;
+  m.push_back(a);
+  method b;
+  b.name = "tq2";
+  b.keys = key_kind::uniform;
+  b.key_bits = 2;
+  b.value_bits = 2;
+  m.push_back(b);
+  method c;
+  c.name = "tq3-normcorr-fp32";
+  c.keys = key_kind::uniform;
+  c.key_bits = 3;
+  c.value_bits = 4;
+  c.norm_correction = true;
+  c.fp32_radius = true;
+  c.pairing = bgtq::rope_pairing::half;
+  m.push_back(c);
+  return m;
+}
+
+}  // namespace
+
+TEST_CASE("uploaded tables reproduce the host cache's byte layout", "[cuda][host]") {
+  for (const method& m : methods_for_tests())
+    for (int D : {64, 128, 96}) {
+      shape s;
+      s.layers = 2;
+      s.kv_heads = 3;
+      s.q_heads = 12;
+      s.head_dim = D;
+      s.max_pages = 5;
+      s.page_tokens = 128;
+      const auto c = make_cache(s, m, 3);
+      const bc::cache_desc d = bc::describe(c);
+      std::string msg;
+      REQUIRE(bc::validate_desc(d, &msg) == bgtq::errc::ok);
+      const bc::device_tables t = bc::build_tables(d);
+      std::size_t pool = 0;
+      for (int l = 0; l < s.layers; ++l)
+        for (int h = 0; h < s.kv_heads; ++h) {
+          const bc::head_meta& hm = t.heads[static_cast<std::size_t>(l * s.kv_heads + h)];
+          INFO(m.name << " D = " << D << " layer " << l << " head " << h);
+          REQUIRE(hm.offset == static_cast<std::size_t>(c.page_ptr(0, l, h) - c.page_ptr(0, 0, 0)));
+          REQUIRE(hm.page_bytes == c.head_page_bytes(l, h));
+          REQUIRE(hm.value_offset == c.value_offset(l, h));
+          REQUIRE(hm.key_coords <= D);
+          REQUIRE(hm.value_coords == D);
+          pool += hm.page_bytes * static_cast<std::size_t>(s.max_pages);
+          // rotation tables: fwd = P^T, bwd = P of the quantizer's own rotation
+          const auto& g0 = c.key(l, h).codec.groups().front();
+          const bc::group_meta& gm = t.groups[static_cast<std::size_t>(hm.key_first)];
+          std::vector<float> x = normal_floats(static_cast<std::size_t>(gm.n), 9, 1), y(static_cast<std::size_t>(gm.n));
+          g0.quantizer.rotation().apply(x.data(), y.data());
+          for (int o = 0; o < gm.n; ++o) {
+            const float yo = bc::rotated_coord(t.rot.data() + gm.rot, gm.n, o, [&](int i) { return x[static_cast<std::size_t>(i)]; });
+            REQUIRE(std::fabs(yo - y[static_cast<std::size_t>(o)]) <= 1e-5f * (1.0f + std::fabs(y[static_cast<std::size_t>(o)])));
+          }
+        }
+      REQUIRE(t.pool_bytes == pool);
+    }
+}
+
+TEST_CASE("validate_desc rejects malformed and unsupported descriptions", "[cuda][host]") {
+  shape s;
+  const auto c = make_cache(s, methods_for_tests()[0], 1);
+  const bc::cache_desc good = bc::describe(c);
+  REQUIRE(bc::validate_desc(good) == bgtq::errc::ok);
+  std::string msg;
+  bc::cache_desc d = good;
+  d.head_dim = 512;
+  REQUIRE(bc::validate_desc(d, &msg) == bgtq::errc::unsupported);
+  REQUIRE(msg.find("head_dim") != std::string::npos);
+  d = good;
+  d.page_tokens = 96;
+  REQUIRE(bc::validate_desc(d, &msg) == bgtq::errc::invalid_argument);
+  d = good;
+  d.keys[0].groups[1].dims[0] = 64;
+  REQUIRE(bc::validate_desc(d, &msg) == bgtq::errc::invalid_argument);
+  REQUIRE(msg.find("key group 1") != std::string::npos);
+  d = good;
+  d.values[1].groups[0].radii = d.values[1].bytes;
+  REQUIRE(bc::validate_desc(d, &msg) == bgtq::errc::invalid_argument);
+  d = good;
+  d.keys.pop_back();
+  REQUIRE(bc::validate_desc(d, &msg) == bgtq::errc::shape_mismatch);
+  d = good;
+  d.keys[0].groups.resize(17, d.keys[0].groups[0]);
+  REQUIRE(bc::validate_desc(d, &msg) == bgtq::errc::unsupported);
+}
+
+TEST_CASE("host model of encode_kernel writes the CPU encoder's bytes", "[cuda][host]") {
+  for (const method& m : methods_for_tests())
+    for (int D : {64, 128}) {
+      shape s;
+      s.kv_heads = 2;
+      s.q_heads = 4;
+      s.head_dim = D;
+      s.max_pages = 8;
+      auto c = make_cache(s, m, 21);
+      const std::vector<int> lengths{97, 54};
+      const filled_cache f = fill_cache(c, lengths, 22, bc::dtype::f16);
+      const bc::cache_desc d = bc::describe(c);
+      const bc::device_tables t = bc::build_tables(d);
+      std::vector<std::uint8_t> pool(t.pool_bytes, 0);
+      const int P = s.page_tokens;
+      code_diff total;
+      for (std::size_t si = 0; si < lengths.size(); ++si) {
+        const auto view = c.view(f.seqs[si], 0);
+        for (int i = 0; i < lengths[si]; ++i)
+          for (int h = 0; h < s.kv_heads; ++h) {
+            const bc::head_meta& hm = t.heads[static_cast<std::size_t>(h)];
+            std::uint8_t* part = pool.data() + hm.offset + static_cast<std::size_t>(view.pages[i / P]) * hm.page_bytes;
+            const std::size_t ro = (static_cast<std::size_t>(i) * s.kv_heads + h) * D;
+            model_encode_row(t, hm, false, f.k[si][0].data() + ro, P, part, i % P);
+            model_encode_row(t, hm, true, f.v[si][0].data() + ro, P, part, i % P);
+          }
+        for (int h = 0; h < s.kv_heads; ++h) {
+          const bc::head_meta& hm = t.heads[static_cast<std::size_t>(h)];
+          for (std::size_t pi = 0; pi * P < static_cast<std::size_t>(lengths[si]); ++pi) {
+            const int used = std::min(P, lengths[si] - static_cast<int>(pi) * P);
+            std::vector<const float*> kr, vr;
+            for (int tt = 0; tt < used; ++tt) {
+              const std::size_t ro = ((pi * P + static_cast<std::size_t>(tt)) * s.kv_heads + h) * D;
+              kr.push_back(f.k[si][0].data() + ro);
+              vr.push_back(f.v[si][0].data() + ro);
+            }
+            const int page = view.pages[pi];
+            total += compare_page_part(c, 0, h, c.page_ptr(page, 0, h),
+                                       pool.data() + hm.offset + static_cast<std::size_t>(page) * hm.page_bytes, used, kr, vr);
+          }
+        }
+      }
+      INFO(m.name << " D = " << D << ": " << total.mismatches << " of " << total.codes << " codes differ ("
+                  << total.near_threshold << " near a threshold), " << total.radius_far << " radii far, "
+                  << total.other_bytes << " other bytes; first: " << total.first);
+      REQUIRE(total.ok());
+      REQUIRE(total.near_threshold * 1000 <= total.codes);
+#if defined(BGTQ_SIMD_AVX2)
+      // Haar groups (every group of D = 64 with haar_max_dim 64) use the CPU's FMA order: exact
+      if (D == 64) REQUIRE(total.mismatches == 0);
+#endif
+    }
+}
+
+TEST_CASE("host model of the decode kernels matches CPU decode_attention", "[cuda][host]") {
+  struct cfg {
+    int D, Hkv, G, sink, recent, splits;
+    std::vector<int> lengths;
+    int method;
+  };
+  const std::vector<cfg> cases = {
+      {64, 2, 4, 0, 0, 0, {1, 54, 97, 1000}, 0},
+      {128, 1, 8, 4, 16, 0, {5000}, 1},
+      {64, 4, 1, 2, 8, 3, {97, 1, 1000, 54, 2}, 2},
+      {128, 2, 4, 0, 32, 7, {1000, 300}, 0},
+      {64, 1, 16, 1, 4, 0, {700}, 1},
+  };
+  const auto methods = methods_for_tests();
+  for (const cfg& k : cases) {
+    shape s;
+    s.head_dim = k.D;
+    s.kv_heads = k.Hkv;
+    s.q_heads = k.Hkv * k.G;
+    s.sink = k.sink;
+    s.recent = k.recent;
+    s.max_pages = 0;
+    for (int L : k.lengths) s.max_pages += (L + s.page_tokens - 1) / s.page_tokens;
+    const method& m = methods[static_cast<std::size_t>(k.method)];
+    auto c = make_cache(s, m, 40);
+    const filled_cache f = fill_cache(c, k.lengths, 41);
+    const int B = static_cast<int>(k.lengths.size());
+    std::vector<float> q = normal_floats(static_cast<std::size_t>(B) * s.q_heads * k.D, 42, 0, 0.7f);
+    std::vector<float> want(q.size()), got(q.size(), NAN);
+    bgtq::attention_workspace ws(c);
+    bgtq::decode_attention(c, 0, f.seqs, q.data(), want.data(), ws);
+    const bc::batch_tables bt = bc::gather_batch(c, 0, f.seqs);
+    const bc::cache_desc d = bc::describe(c);
+    const bc::device_tables t = bc::build_tables(d);
+    model_decode_in in;
+    in.batch = B;
+    in.q = q.data();
+    in.page_table = bt.page_table.data();
+    in.max_pages_per_seq = bt.max_pages_per_seq;
+    in.quantized = bt.quantized.data();
+    in.max_quantized = bt.max_quantized;
+    in.window_k = bt.window_k.data();
+    in.window_v = bt.window_v.data();
+    in.window_len = bt.window_len.data();
+    in.window_cap = bt.window_cap;
+    in.splits = k.splits;
+    model_decode(d, t, c.page_ptr(0, 0, 0), in, got.data());
+    INFO(m.name << " D = " << k.D << " Hkv = " << k.Hkv << " G = " << k.G << " window " << k.sink << "+" << k.recent);
+    REQUIRE(rel_max_error(got, want) <= 1e-4);
+  }
+}
