@@ -122,7 +122,7 @@ void decode_attention(const Cache& cache, int layer, std::span<const int> seqs, 
       const std::uint8_t* vpages[attention_workspace::span_pages];
       for (std::int64_t p0 = 0; p0 < npages; p0 += attention_workspace::span_pages) {
         const int np = static_cast<int>(std::min<std::int64_t>(attention_workspace::span_pages, npages - p0));
-        const int nvalid_last = static_cast<int>(view.quantized - (p0 + np - 1) * P);
+        const int nvalid_last = static_cast<int>(std::min<std::int64_t>(P, view.quantized - (p0 + np - 1) * P));
         // 1. scores of every page of the span: [page][G][P]
         for (int k = 0; k < np; ++k) {
           kpages[k] = cache.page_ptr(view.pages[p0 + k], layer, h);
