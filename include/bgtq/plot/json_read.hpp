@@ -7,6 +7,7 @@
 
 #include <cerrno>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -96,6 +97,14 @@ class json_parser {
     fail(errc::format_error, name_ + ": invalid JSON at line " + std::to_string(line) + ", column " + std::to_string(col) +
                                  ": " + what);
   }
+  //! A character for an error message, printable whatever the byte is.
+  static std::string describe(char c) {
+    const unsigned char u = static_cast<unsigned char>(c);
+    if (u >= 0x21 && u < 0x7f) return std::string("character '") + c + "'";
+    char b[16];
+    std::snprintf(b, sizeof b, "byte 0x%02x", u);
+    return b;
+  }
   void skip_ws() {
     while (i_ < t_.size() && (t_[i_] == ' ' || t_[i_] == '\t' || t_[i_] == '\n' || t_[i_] == '\r')) ++i_;
   }
@@ -121,7 +130,7 @@ class json_parser {
     if (c == 'f') { expect_word("false"); return json_value::make_bool(false); }
     if (c == 'n') { expect_word("null"); return json_value{}; }
     if (c == '-' || (c >= '0' && c <= '9')) return json_value::make_number(parse_number());
-    error(std::string("unexpected character '") + c + "'");
+    error("unexpected " + describe(c));
   }
   json_value parse_object(int depth) {
     json_value v = json_value::make_object();
@@ -223,7 +232,7 @@ class json_parser {
           put_utf8(s, cp);
           break;
         }
-        default: error(std::string("bad escape '\\") + e + "'");
+        default: error("bad escape: backslash followed by " + describe(e));
       }
     }
   }

@@ -159,9 +159,8 @@ inline std::string linear_tick_label(double v, double step) {
   dec = std::clamp(dec, 0, 12);
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", dec, v);
-  std::string s(buf);
-  if (s.find_first_not_of("-0.") == std::string::npos) s = "0";
-  return s;
+  const std::string s(buf);
+  return s.find_first_not_of("-0.") == std::string::npos ? std::string(1, '0') : s;  // no "-0"
 }
 
 //! A log tick's label split for typesetting: `mantissa` and, when the value is written
