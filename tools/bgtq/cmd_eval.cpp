@@ -14,6 +14,7 @@
 
 #include "activations.hpp"
 #include "plan_args.hpp"
+#include "roundtrip.hpp"
 
 namespace {
 
@@ -29,35 +30,6 @@ struct method_result {
   attention_metrics m;
   double key_bytes = 0, value_bytes = 0;
 };
-
-// Round trip of every (token, head) row of x [T][H][D] through a per-head flat codec.
-template <class MakeCodec>
-void roundtrip_rows(const float* x, int T, int H, int D, MakeCodec&& codec_of, float* out) {
-  for (int h = 0; h < H; ++h) {
-    const block_gtq_codec c = codec_of(h);
-    std::vector<std::uint8_t> buf(c.bytes() + 1);
-    for (int t = 0; t < T; ++t) {
-      const std::size_t off = (static_cast<std::size_t>(t) * H + h) * D;
-      if (c.encode(x + off, buf.data()) != errc::ok) fail(errc::non_finite, "eval: non-finite input row");
-      c.decode(buf.data(), out + off);
-    }
-  }
-}
-
-// KIVI round trip per head (keys per channel over 32-token groups, values per token).
-void kivi_rows(const float* x, int T, int H, int D, const kivi_options& o, bool keys, float* out) {
-  std::vector<float> a(static_cast<std::size_t>(T) * D), b(a.size());
-  for (int h = 0; h < H; ++h) {
-    for (int t = 0; t < T; ++t)
-      for (int j = 0; j < D; ++j) a[static_cast<std::size_t>(t) * D + j] = x[(static_cast<std::size_t>(t) * H + h) * D + j];
-    if (keys)
-      kivi_keys_roundtrip(a.data(), T, D, o, b.data());
-    else
-      kivi_values_roundtrip(a.data(), T, D, o, b.data());
-    for (int t = 0; t < T; ++t)
-      for (int j = 0; j < D; ++j) out[(static_cast<std::size_t>(t) * H + h) * D + j] = b[static_cast<std::size_t>(t) * D + j];
-  }
-}
 
 int run(cli::args& a) {
   const std::string qp = a.require("q"), kp = a.require("k");
@@ -136,14 +108,14 @@ int run(cli::args& a) {
         kivi_options o;
         o.bits = m.bits;
         o.symmetric = m.method == "kivi-sym";
-        kivi_rows(kl, T, Hkv, D, o, true, khat.data());
-        if (vl) kivi_rows(vl, T, Hkv, D, o, false, vhat.data());
+        cli::kivi_rows(kl, T, Hkv, D, o, true, khat.data());
+        if (vl) cli::kivi_rows(vl, T, Hkv, D, o, false, vhat.data());
         r.key_bytes = kivi_key_bytes_per_token(D, o);
         r.value_bytes = kivi_value_bytes_per_token(D, o);
       } else {
         const plan& p = plans.at(m.key());
-        roundtrip_rows(kl, T, Hkv, D, [&](int h) { return block_gtq_codec::from_plan(p, l, h); }, khat.data());
-        if (vl) roundtrip_rows(vl, T, Hkv, D, [&](int h) { return plan_value_codec(p, l, h); }, vhat.data());
+        cli::roundtrip_rows(kl, T, Hkv, D, [&](int h) { return block_gtq_codec::from_plan(p, l, h); }, khat.data());
+        if (vl) cli::roundtrip_rows(vl, T, Hkv, D, [&](int h) { return plan_value_codec(p, l, h); }, vhat.data());
         for (int h = 0; h < Hkv; ++h) {
           r.key_bytes += static_cast<double>(block_gtq_codec::from_plan(p, l, h).bytes()) / Hkv;
           r.value_bytes += static_cast<double>(plan_value_codec(p, l, h).bytes()) / Hkv;
