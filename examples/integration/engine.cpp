@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include <unistd.h>
+
 #include "reference.hpp"
 
 namespace {
@@ -22,7 +24,7 @@ namespace {
 using example::require;
 
 std::string make_dump() {
-  const auto dir = std::filesystem::temp_directory_path() / "bgtq_integration_example";
+  const auto dir = std::filesystem::temp_directory_path() / ("bgtq_integration_example." + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   example::write_synthetic_dump(dir.string(), /*layers=*/2, /*tokens=*/256, /*q_heads=*/8, /*kv_heads=*/2, /*dim=*/128);
   return dir.string();
@@ -173,6 +175,7 @@ int main(int argc, char** argv) {
     std::printf("rejected: %s\n", e.what());
   }
   require(rejected, "non-finite input is rejected");
+  if (argc <= 1) std::filesystem::remove_all(dir);  // the temporary dump
   std::printf("integration example: all checks passed\n");
   return 0;
 }

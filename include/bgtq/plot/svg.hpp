@@ -97,7 +97,7 @@ class svg_canvas {
   double width() const noexcept { return w_; }
   double height() const noexcept { return h_; }
 
-  //! Filled rectangle; an optional `tooltip` becomes a <title> child (shown on hover).
+  //! Filled rectangle; an optional `tooltip` becomes an SVG title child (shown on hover).
   svg_canvas& rect(double x, double y, double w, double h, const std::string& fill, const std::string& stroke = "none",
                    double stroke_width = 0.0, const std::string& tooltip = "") {
     body_ += "<rect x=\"" + fmt_num(x) + "\" y=\"" + fmt_num(y) + "\" width=\"" + fmt_num(w < 0 ? 0 : w) +
