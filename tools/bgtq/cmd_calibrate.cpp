@@ -24,7 +24,7 @@ int run(cli::args& a) {
   const auto json_out = a.get("json-out");
   const bool json = a.flag("json");
   // parse every option before reading data
-  const std::string rope_name = a.require("rope");
+  const rope_pairing pairing = cli::pairing_from_args(a);
   const long rotary = a.get_int("rotary-dim", -1, -1, 1 << 20);
   plan_options opt = cli::plan_options_from_args(a, avg);
   a.finish();
@@ -35,7 +35,7 @@ int run(cli::args& a) {
   cli::check_qkv(q, k, nullptr);
   if (rotary > q.dim || (rotary >= 0 && rotary % 2))
     throw cli::usage_error("--rotary-dim " + std::to_string(rotary) + " must be even and at most head_dim " + std::to_string(q.dim));
-  const rope_layout rope(q.dim, parse_rope_pairing(rope_name), static_cast<int>(rotary));
+  const rope_layout rope(q.dim, pairing, static_cast<int>(rotary));
   const int T = tokens > 0 ? static_cast<int>(std::min<long>(tokens, q.tokens)) : q.tokens;
   energy_estimator est(q.layers, q.heads, k.heads, rope);
   for (int l = 0; l < q.layers; ++l) est.add(l, q.layer(l), k.layer(l), static_cast<std::size_t>(T));
@@ -82,7 +82,7 @@ int run(cli::args& a) {
 cli::registrar reg{{"calibrate", "measure RoPE block energies on Q/K dumps and write a Block-GTQ plan",
                     "--q Q.npy --k K.npy --rope interleaved|half [--rotary-dim R] [--tokens N] --avg-bits X -o PLAN "
                     "[--b-min 1] [--b-max 8] [--scope head|layer|model] [--distortion rate4|codebook] [--value-bits B] "
-                    "[--seed S] [--norm-correction] [--json-out PLAN.json] [--json]",
-                    &run, {"json", "norm-correction"}}};
+                    "[--seed S] [--norm-correction] [--charge-radii] [--json-out PLAN.json] [--json]",
+                    &run, {"json", "norm-correction", "charge-radii"}}};
 
 }  // namespace

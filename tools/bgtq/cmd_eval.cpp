@@ -34,7 +34,7 @@ struct method_result {
 int run(cli::args& a) {
   const std::string qp = a.require("q"), kp = a.require("k");
   const auto vp = a.get("v");
-  const std::string rope_name = a.require("rope");
+  const rope_pairing pairing = cli::pairing_from_args(a);
   const long rotary = a.get_int("rotary-dim", -1, -1, 1 << 20);
   const long calib = a.get_int("calib-tokens", 0, 0, 1L << 30);
   const bool eval_all = a.flag("eval-all");
@@ -67,7 +67,7 @@ int run(cli::args& a) {
   cli::check_qkv(q, k, v.get());
   if (rotary > q.dim || (rotary >= 0 && rotary % 2))
     throw cli::usage_error("--rotary-dim " + std::to_string(rotary) + " must be even and at most head_dim " + std::to_string(q.dim));
-  const rope_layout rope(q.dim, parse_rope_pairing(rope_name), static_cast<int>(rotary));
+  const rope_layout rope(q.dim, pairing, static_cast<int>(rotary));
   const int T = q.tokens, L = q.layers, Hq = q.heads, Hkv = k.heads, D = q.dim;
   const int N = calib > 0 ? static_cast<int>(std::min<long>(calib, T)) : std::max(1, T / 2);
   const int t_begin = eval_all ? 0 : N;
@@ -215,8 +215,8 @@ int run(cli::args& a) {
                   v ? r.m.out_rel_l2 : 0.0, r.key_bytes + r.value_bytes, 4.0 * D / (r.key_bytes + r.value_bytes));
     }
     for (const auto& c : comps)
-      std::printf("Block-GTQ vs uniform TQ-MSE at %d bits: logit MAE -%.1f%%, KL -%.1f%%, wins %d/%d layers\n", c.bits,
-                  100 * c.mae_red, 100 * c.kl_red, c.wins, L);
+      std::printf("Block-GTQ vs uniform TQ-MSE at %d bits: logit MAE %+.1f%%, KL %+.1f%%, wins %d/%d layers\n", c.bits,
+                  -100 * c.mae_red, -100 * c.kl_red, c.wins, L);
   }
   return 0;
 }
@@ -224,7 +224,7 @@ int run(cli::args& a) {
 cli::registrar reg{{"eval", "compare Block-GTQ, uniform TQ-MSE, KIVI and fp16 on Q/K(/V) activation dumps",
                     "--q Q.npy --k K.npy [--v V.npy] --rope interleaved|half [--rotary-dim R] [--calib-tokens N] "
                     "[--eval-all] [--bits 2,3,4] [--methods fp16,tq,bgtq,kivi,kivi-sym] [--b-min M] [--b-max M] "
-                    "[--scope head|layer|model] [--distortion rate4|codebook] [--seed S] [-o RESULTS.json] [--json]",
-                    &run, {"json", "eval-all", "norm-correction"}}};
+                    "[--scope head|layer|model] [--distortion rate4|codebook] [--seed S] [--charge-radii] [-o RESULTS.json] [--json]",
+                    &run, {"json", "eval-all", "norm-correction", "charge-radii"}}};
 
 }  // namespace

@@ -6,22 +6,18 @@
 
 namespace bgtq::cli {
 
-//! RoPE layout from --rope interleaved|half [--rotary-dim R] for head_dim D.
-inline rope_layout rope_from_args(args& a, int head_dim, const std::string& def = "") {
-  const std::string r = def.empty() ? a.require("rope") : a.get_or("rope", def);
-  rope_pairing p;
+//! --rope interleaved|half as a usage-checked pairing (bad names exit 2).
+inline rope_pairing pairing_from_args(args& a) {
+  const std::string r = a.require("rope");
   try {
-    p = parse_rope_pairing(r);
+    return parse_rope_pairing(r);
   } catch (const error& e) {
     throw usage_error(std::string("--rope: ") + e.what());
   }
-  const long rd = a.get_int("rotary-dim", head_dim, 0, 1 << 20);
-  if (rd % 2 != 0 || rd > head_dim)
-    throw usage_error("--rotary-dim " + std::to_string(rd) + " must be even and at most head_dim " + std::to_string(head_dim));
-  return rope_layout(head_dim, p, static_cast<int>(rd));
 }
 
-//! Allocation options: --b-min --b-max --scope --distortion --value-bits --seed --norm-correction.
+//! Allocation options: --b-min --b-max --scope --distortion --value-bits --seed --norm-correction
+//! --charge-radii.
 inline plan_options plan_options_from_args(args& a, double avg_bits) {
   plan_options o;
   o.avg_bits = avg_bits;
@@ -40,6 +36,7 @@ inline plan_options plan_options_from_args(args& a, double avg_bits) {
   o.value_bits = static_cast<int>(a.get_int("value-bits", -1, -1, 8));
   o.seed = static_cast<std::uint64_t>(a.get_int("seed", 0x5eed, 0, (1L << 62)));
   o.norm_correction = a.flag("norm-correction");
+  o.charge_radii = a.flag("charge-radii");
   return o;
 }
 

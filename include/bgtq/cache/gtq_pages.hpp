@@ -326,10 +326,19 @@ struct gtq_pages {
   }
 
 #if defined(BGTQ_SIMD_GFNI)
-  // 16 dword indices of chunk C (tokens 16C..16C+15) of a 64-byte code block.
-  template <int C>
+  // 16 dword indices of chunk C (tokens 16C..16C+15) of a 64-byte code block. For
+  // B <= 5 the table permutes read only the low 4/5 bits of each dword, so one vpermb
+  // that moves byte 16C+i to byte 4i suffices (the upper bytes are don't-care); wider
+  // codes feed a gather and are zero-extended.
+  template <int B, int C>
   BGTQ_FORCEINLINE static simd::vi16 chunk_idx(__m512i bytes) {
-    return {_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(bytes, C))};
+    if constexpr (B <= 5) {
+      const __m512i spread = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                              _mm512_set1_epi32(16 * C));
+      return {_mm512_permutexvar_epi8(spread, bytes)};
+    } else {
+      return {_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(bytes, C))};
+    }
   }
 
   // Keys, 64 tokens per decode: the codes of a coordinate for a whole 64-token block are
@@ -353,10 +362,10 @@ struct gtq_pages {
         const __m512i bytes = bit_plane_layout::load64<B>(region, s.P, t64, j);
         simd::vf16 qv[GB];
         for (int hh = 0; hh < GB; ++hh) qv[hh] = simd::set1(q[hh * n + j]);
-        const simd::vf16 c0 = simd::lookup<B>(cent, chunk_idx<0>(bytes));
-        const simd::vf16 c1 = simd::lookup<B>(cent, chunk_idx<1>(bytes));
-        const simd::vf16 c2 = simd::lookup<B>(cent, chunk_idx<2>(bytes));
-        const simd::vf16 c3 = simd::lookup<B>(cent, chunk_idx<3>(bytes));
+        const simd::vf16 c0 = simd::lookup<B>(cent, chunk_idx<B, 0>(bytes));
+        const simd::vf16 c1 = simd::lookup<B>(cent, chunk_idx<B, 1>(bytes));
+        const simd::vf16 c2 = simd::lookup<B>(cent, chunk_idx<B, 2>(bytes));
+        const simd::vf16 c3 = simd::lookup<B>(cent, chunk_idx<B, 3>(bytes));
         for (int hh = 0; hh < GB; ++hh) {
           acc[0][hh] = simd::fma(c0, qv[hh], acc[0][hh]);
           acc[1][hh] = simd::fma(c1, qv[hh], acc[1][hh]);
@@ -391,10 +400,10 @@ struct gtq_pages {
       for (int blk = 0; blk < blocks64; ++blk) {
         const int t64 = blk * 64;
         const __m512i bytes = bit_plane_layout::load64<B>(region, s.P, t64, j);
-        const simd::vf16 c0 = simd::lookup<B>(cent, chunk_idx<0>(bytes));
-        const simd::vf16 c1 = simd::lookup<B>(cent, chunk_idx<1>(bytes));
-        const simd::vf16 c2 = simd::lookup<B>(cent, chunk_idx<2>(bytes));
-        const simd::vf16 c3 = simd::lookup<B>(cent, chunk_idx<3>(bytes));
+        const simd::vf16 c0 = simd::lookup<B>(cent, chunk_idx<B, 0>(bytes));
+        const simd::vf16 c1 = simd::lookup<B>(cent, chunk_idx<B, 1>(bytes));
+        const simd::vf16 c2 = simd::lookup<B>(cent, chunk_idx<B, 2>(bytes));
+        const simd::vf16 c3 = simd::lookup<B>(cent, chunk_idx<B, 3>(bytes));
         for (int hh = 0; hh < GB; ++hh) {
           const float* w = wr + hh * P + static_cast<std::size_t>(t64);
           a[hh] = simd::fma(c0, simd::load(w), a[hh]);

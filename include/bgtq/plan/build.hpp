@@ -4,6 +4,7 @@
 //! with the chosen distortion law, group equal widths, derive every rotation seed from
 //! one plan seed. Also the uniform plan (every block the same width): uniform TQ-MSE.
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <span>
@@ -24,12 +25,16 @@ struct plan_options {
   alloc_scope scope = alloc_scope::head;              //!< budget pool
   distortion_kind distortion = distortion_kind::rate4;  //!< D(b) the greedy minimises
   codebook_kind codebook = codebook_kind::sphere;     //!< scalar codebook of every group
-  int value_bits = -1;                                //!< -1: round(avg_bits)
+  int value_bits = -1;                                //!< -1: round(avg_bits), clamped to 0..8
   rotation_kind value_rotation = rotation_kind::hadamard;  //!< (structured when D is not a power of two)
   radius_format key_radius = radius_format::fp16;
   radius_format value_radius = radius_format::fp16;
   bool norm_correction = false;
   int haar_max_dim = 64;  //!< groups up to this dimension use a dense Haar rotation
+  //! Charge every key group beyond the first its radius (16 bits fp16, 32 fp32) against
+  //! the bit budget, so a head costs no more bytes than uniform TQ-MSE at avg_bits
+  //! (per-head scope only; the budget is lowered until the allocation fits).
+  bool charge_radii = false;
   std::uint64_t seed = 0x5eed;
 };
 
@@ -53,7 +58,7 @@ inline plan build_plan(int layers, int kv_heads, int q_heads, const rope_layout&
   BGTQ_REQUIRE(scores.size() == nh * static_cast<std::size_t>(L), errc::shape_mismatch,
                "build_plan: " + std::to_string(scores.size()) + " energies for " + std::to_string(layers) + " layers x " +
                    std::to_string(kv_heads) + " KV heads x " + std::to_string(L) + " blocks");
-  const int vb = opt.value_bits >= 0 ? opt.value_bits : static_cast<int>(std::lround(opt.avg_bits));
+  const int vb = opt.value_bits >= 0 ? opt.value_bits : static_cast<int>(std::clamp(std::lround(opt.avg_bits), 0L, 8L));
   BGTQ_REQUIRE(vb >= 0 && vb <= 8, errc::invalid_argument, "build_plan: value bits " + std::to_string(vb) + " outside 0..8");
   const distortion_table dt = plan_distortion(opt, rope.head_dim);
 
@@ -82,15 +87,45 @@ inline plan build_plan(int layers, int kv_heads, int q_heads, const rope_layout&
   auto note = [&](const allocation& a, const std::string& where) {
     if (warnings && !a.warning.empty()) *warnings += where + ": " + a.warning + "\n";
   };
+  BGTQ_REQUIRE(!opt.charge_radii || opt.scope == alloc_scope::head, errc::unsupported,
+               "build_plan: charge_radii needs the per-head scope");
   if (opt.scope == alloc_scope::head) {
+    // bit-steps (one bit on both coordinates of a block = 2 bits) that one radius costs
+    const std::int64_t radius_steps = opt.key_radius == radius_format::fp32 ? 16 : 8;
     for (std::size_t i = 0; i < nh; ++i) {
       allocation_request r;
       r.scores = scores.subspan(i * static_cast<std::size_t>(L), static_cast<std::size_t>(L));
-      r.budget = budget_for(opt.avg_bits, L);
+      const std::int64_t b0 = budget_for(opt.avg_bits, L);
+      r.budget = b0;
       r.b_min = opt.b_min;
       r.b_max = opt.b_max;
       r.distortion = dt;
       allocation a = greedy_allocator::allocate(r);
+      if (opt.charge_radii) {
+        // Candidates: greedy at every budget b <= b0, and the uniform allocation at b0.
+        // Keep the lowest objective among those whose codes plus one radius per extra
+        // group fit in b0 bit-steps.
+        auto groups = [](const std::vector<int>& w) {
+          std::vector<int> seen;
+          for (int x : w)
+            if (x > 0 && std::find(seen.begin(), seen.end(), x) == seen.end()) seen.push_back(x);
+          return static_cast<std::int64_t>(seen.size());
+        };
+        auto fits = [&](const allocation& c) {
+          const std::int64_t g = groups(c.bits);
+          return c.total_bits + radius_steps * (g > 0 ? g - 1 : 0) <= b0;
+        };
+        r.budget = b0;
+        allocation best = uniform_allocator::allocate(r);
+        if (!fits(best)) best.objective = INFINITY;
+        const std::int64_t floor_budget = static_cast<std::int64_t>(L) * opt.b_min;
+        for (std::int64_t b = b0; b >= floor_budget; --b) {
+          r.budget = b;
+          allocation c = greedy_allocator::allocate(r);
+          if (fits(c) && c.objective < best.objective) best = std::move(c);
+        }
+        a = std::move(best);
+      }
       if (i == 0) note(a, "allocation");
       widths[i] = std::move(a.bits);
     }

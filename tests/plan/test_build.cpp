@@ -1,0 +1,109 @@
+// build_plan: energies -> widths -> groups, per scope, and the radius-charging option.
+#include <catch2/catch.hpp>
+
+#include <bgtq/codec/block_gtq.hpp>
+#include <bgtq/plan/build.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <set>
+
+namespace {
+std::vector<double> decaying_scores(int heads, int L, std::uint64_t seed) {
+  bgtq::counter_rng r(seed);
+  std::vector<double> s;
+  for (int h = 0; h < heads; ++h)
+    for (int i = 0; i < L; ++i) s.push_back(std::pow(10.0, 3.0 * i / L + 0.5 * r.normal()));
+  return s;
+}
+int code_bits(const bgtq::head_plan& hp) {
+  int b = 0;
+  for (int w : hp.widths) b += 2 * w;
+  return b;
+}
+}  // namespace
+
+TEST_CASE("build_plan spends exactly the budget per head and groups equal widths", "[plan]") {
+  const bgtq::rope_layout rope(128, bgtq::rope_pairing::half);
+  const auto s = decaying_scores(2 * 4, 64, 1);
+  bgtq::plan_options o;
+  o.avg_bits = 2.5;
+  const bgtq::plan p = bgtq::build_plan(2, 4, 16, rope, s, o, 100);
+  REQUIRE(p.value_bits == 3);  // round(2.5) away from zero
+  REQUIRE(p.calib_tokens == 100);
+  for (int l = 0; l < 2; ++l)
+    for (int h = 0; h < 4; ++h) {
+      const auto& hp = p.head(l, h);
+      REQUIRE(code_bits(hp) == 2 * 160);  // floor(2.5 * 64) bit-steps
+      std::set<int> widths(hp.widths.begin(), hp.widths.end());
+      REQUIRE(hp.groups.size() == widths.size());
+      // more energy never gets fewer bits
+      for (int i = 0; i < 64; ++i)
+        for (int j = 0; j < 64; ++j)
+          if (p.score(l, h, i) > p.score(l, h, j)) REQUIRE(hp.widths[static_cast<std::size_t>(i)] >= hp.widths[static_cast<std::size_t>(j)]);
+    }
+}
+
+TEST_CASE("build_plan scopes share one budget per layer or model", "[plan]") {
+  const bgtq::rope_layout rope(16, bgtq::rope_pairing::interleaved);
+  const auto s = decaying_scores(3 * 2, 8, 2);
+  for (auto scope : {bgtq::alloc_scope::layer, bgtq::alloc_scope::model}) {
+    bgtq::plan_options o;
+    o.avg_bits = 3;
+    o.scope = scope;
+    const bgtq::plan p = bgtq::build_plan(3, 2, 2, rope, s, o);
+    int total = 0;
+    for (const auto& hp : p.heads) total += code_bits(hp);
+    REQUIRE(total == 2 * 3 * 8 * 6);
+    REQUIRE(p.scope == scope);
+  }
+}
+
+TEST_CASE("build_plan with the codebook law, infeasible and capped budgets", "[plan]") {
+  const bgtq::rope_layout rope(32, bgtq::rope_pairing::half);
+  const auto s = decaying_scores(1, 16, 3);
+  bgtq::plan_options o;
+  o.distortion = bgtq::distortion_kind::codebook;
+  const bgtq::plan p = bgtq::build_plan(1, 1, 1, rope, s, o);
+  REQUIRE(code_bits(p.head(0, 0)) == 2 * 48);
+  o.avg_bits = 0.5;  // below b_min = 1
+  try {
+    (void)bgtq::build_plan(1, 1, 1, rope, s, o);
+    FAIL("no error");
+  } catch (const bgtq::error& e) {
+    REQUIRE(e.code() == bgtq::errc::infeasible);
+  }
+  o.avg_bits = 8.5;  // above b_max: capped with a warning
+  std::string warn;
+  const bgtq::plan c = bgtq::build_plan(1, 1, 1, rope, s, o, 0, &warn);
+  REQUIRE(!warn.empty());
+  for (int w : c.head(0, 0).widths) REQUIRE(w == 8);
+  REQUIRE_THROWS_AS(bgtq::build_plan(1, 2, 2, rope, s, o), bgtq::error);  // too few energies
+}
+
+TEST_CASE("charge_radii keeps a head within the bytes of uniform TQ-MSE", "[plan]") {
+  for (int D : {8, 64, 128}) {
+    const bgtq::rope_layout rope(D, bgtq::rope_pairing::half);
+    const int L = D / 2;
+    const auto s = decaying_scores(6, L, static_cast<std::uint64_t>(D));
+    for (double bits : {2.0, 3.0, 4.0}) {
+      bgtq::plan_options o;
+      o.avg_bits = bits;
+      o.charge_radii = true;
+      const bgtq::plan p = bgtq::build_plan(1, 6, 6, rope, s, o);
+      o.charge_radii = false;
+      const bgtq::plan u = bgtq::uniform_plan(1, 6, 6, rope, static_cast<int>(bits), o);
+      const auto dt = bgtq::distortion_table::rate4();
+      for (int h = 0; h < 6; ++h) {
+        const auto& hp = p.head(0, h);
+        const std::size_t nonzero = static_cast<std::size_t>(std::count_if(hp.groups.begin(), hp.groups.end(), [](const auto& g) { return g.bits > 0; }));
+        // code bits + 16 bits per radius never exceed uniform TQ-MSE's
+        REQUIRE(code_bits(hp) + 16 * static_cast<int>(nonzero) <= code_bits(u.head(0, h)) + 16);
+        // and the objective is never worse than uniform's
+        std::vector<double> sh(s.begin() + h * L, s.begin() + (h + 1) * L);
+        REQUIRE(bgtq::allocation_objective(sh, hp.widths, dt) <= bgtq::allocation_objective(sh, u.head(0, h).widths, dt) + 1e-12);
+        INFO("D " << D << " bits " << bits << " head " << h);
+      }
+    }
+  }
+}
