@@ -40,5 +40,16 @@ test-asan: deps
 bench: build
 	@$(BUILD)/bin/bgtq bench encode
 
+# API reference (HTML) from the //! comments, with Doxygen when it is installed. Nothing
+# else depends on it.
+docs:
+	@if command -v doxygen >/dev/null 2>&1; then \
+	  mkdir -p $(BUILD)/docs && BGTQ_DOCS_DIR=$(BUILD)/docs doxygen Doxyfile && \
+	  echo "API reference: $(BUILD)/docs/html/index.html (warnings: $(BUILD)/docs/doxygen-warnings.txt)"; \
+	else \
+	  echo "make docs: doxygen is not installed (Debian: apt-get install doxygen)."; \
+	  echo "The API reference is also readable as the //! comments in include/bgtq/."; \
+	fi
+
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz
