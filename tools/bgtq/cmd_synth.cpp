@@ -33,7 +33,7 @@ int run(bgtq::cli::args& a) {
   c.kv_heads = static_cast<int>(a.require_int("kv-heads", 1, 1 << 16));
   const int dim = static_cast<int>(a.require_int("dim", 2, 1 << 16));
   const std::string rope_name = a.require("rope");
-  const int rotary = static_cast<int>(a.get_int("rotary-dim", 0, 0, 1 << 16));
+  int rotary = static_cast<int>(a.get_int("rotary-dim", -1, -1, 1 << 16));  // default: all of D
   const double base = a.get_double("rope-base", 10000.0, 1.0, 1e12);
   const std::string seed_text = a.get_or("seed", "1");
   c.spread_min = a.get_double("spread-min", c.spread_min, 1.0, 1e12);
@@ -62,6 +62,7 @@ int run(bgtq::cli::args& a) {
   // size and geometry problems are usage errors (exit 2), reported with the library's message
   try {
     if (dim % 2 != 0) throw bgtq::cli::usage_error("--dim must be even, got " + std::to_string(dim));
+    if (rotary < 0) rotary = dim;
     if (rotary > dim || rotary % 2 != 0)
       throw bgtq::cli::usage_error("--rotary-dim must be even and <= --dim " + std::to_string(dim) + ", got " +
                                    std::to_string(rotary));
