@@ -38,7 +38,17 @@ class tq_mse_codec {
     float r = 0.0f;
     const errc e = q_.quantize(x, codes, r, st);
     if (e != errc::ok) return e;
-    bit_tight::pack(codes, static_cast<std::size_t>(dim()), bits(), out);
+    const std::size_t n = static_cast<std::size_t>(dim());
+    switch (bits()) {
+      case 1: bit_tight::pack_b<1>(codes, n, out); break;
+      case 2: bit_tight::pack_b<2>(codes, n, out); break;
+      case 3: bit_tight::pack_b<3>(codes, n, out); break;
+      case 4: bit_tight::pack_b<4>(codes, n, out); break;
+      case 5: bit_tight::pack_b<5>(codes, n, out); break;
+      case 6: bit_tight::pack_b<6>(codes, n, out); break;
+      case 7: bit_tight::pack_b<7>(codes, n, out); break;
+      default: bit_tight::pack_b<8>(codes, n, out); break;
+    }
     detail::store_radius(out + code_bytes(), r, q_.fp32_radius());
     return errc::ok;
   }

@@ -160,43 +160,56 @@ class tq_quantizer {
 
   //! Cell indices of a rotated unit vector y[dim] (no rotation, no scaling).
   void quantize_rotated(const float* y, std::uint8_t* codes) const {
+    switch (p_.bits) {
+      case 1: quantize_rotated_b<1>(y, codes); break;
+      case 2: quantize_rotated_b<2>(y, codes); break;
+      case 3: quantize_rotated_b<3>(y, codes); break;
+      case 4: quantize_rotated_b<4>(y, codes); break;
+      case 5: quantize_rotated_b<5>(y, codes); break;
+      case 6: quantize_rotated_b<6>(y, codes); break;
+      case 7: quantize_rotated_b<7>(y, codes); break;
+      default: quantize_rotated_b<8>(y, codes); break;
+    }
+  }
+
+ private:
+  // Binary search over the sorted thresholds, unrolled for B bits (same comparisons as
+  // detail::quantize_sorted on every path).
+  template <int B>
+  void quantize_rotated_b(const float* y, std::uint8_t* codes) const {
     const int n = p_.dim;
-    const int b = p_.bits;
     int j = 0;
 #if defined(BGTQ_SIMD_AVX512)
-    if (b <= 4) {
-      const __m512 tab = _mm512_loadu_ps(thresholds_.data());
-      for (; j + 16 <= n; j += 16) {
-        const __m512 v = _mm512_loadu_ps(y + j);
-        __m512i idx = _mm512_setzero_si512();
-        for (int k = b - 1; k >= 0; --k) {
-          const __m512i probe = _mm512_add_epi32(idx, _mm512_set1_epi32((1 << k) - 1));
-          const __m512 t = _mm512_permutexvar_ps(probe, tab);
-          const __mmask16 m = _mm512_cmp_ps_mask(v, t, _CMP_GT_OQ);
-          idx = _mm512_mask_add_epi32(idx, m, idx, _mm512_set1_epi32(1 << k));
-        }
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + j), _mm512_cvtepi32_epi8(idx));
+    const __m512 tab = _mm512_loadu_ps(thresholds_.data());
+    const __m512 tab2 = _mm512_loadu_ps(thresholds_.data() + 16);
+    for (; j + 16 <= n; j += 16) {
+      const __m512 v = _mm512_loadu_ps(y + j);
+      __m512i idx = _mm512_setzero_si512();
+      for (int k = B - 1; k >= 0; --k) {
+        const __m512i probe = _mm512_add_epi32(idx, _mm512_set1_epi32((1 << k) - 1));
+        __m512 t;
+        if constexpr (B <= 4)
+          t = _mm512_permutexvar_ps(probe, tab);
+        else if constexpr (B == 5)
+          t = _mm512_permutex2var_ps(tab, probe, tab2);
+        else
+          t = _mm512_i32gather_ps(probe, thresholds_.data(), 4);
+        const __mmask16 m = _mm512_cmp_ps_mask(v, t, _CMP_GT_OQ);
+        idx = _mm512_mask_add_epi32(idx, m, idx, _mm512_set1_epi32(1 << k));
       }
-    } else {
-      for (; j + 16 <= n; j += 16) {
-        const __m512 v = _mm512_loadu_ps(y + j);
-        __m512i idx = _mm512_setzero_si512();
-        for (int k = b - 1; k >= 0; --k) {
-          const __m512i probe = _mm512_add_epi32(idx, _mm512_set1_epi32((1 << k) - 1));
-          const __m512 t = _mm512_i32gather_ps(probe, thresholds_.data(), 4);
-          const __mmask16 m = _mm512_cmp_ps_mask(v, t, _CMP_GT_OQ);
-          idx = _mm512_mask_add_epi32(idx, m, idx, _mm512_set1_epi32(1 << k));
-        }
-        _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + j), _mm512_cvtepi32_epi8(idx));
-      }
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(codes + j), _mm512_cvtepi32_epi8(idx));
     }
 #elif defined(BGTQ_SIMD_AVX2)
     for (; j + 8 <= n; j += 8) {
       const __m256 v = _mm256_loadu_ps(y + j);
       __m256i idx = _mm256_setzero_si256();
-      for (int k = b - 1; k >= 0; --k) {
+      for (int k = B - 1; k >= 0; --k) {
         const __m256i probe = _mm256_add_epi32(idx, _mm256_set1_epi32((1 << k) - 1));
-        const __m256 t = _mm256_i32gather_ps(thresholds_.data(), probe, 4);
+        __m256 t;
+        if constexpr (B <= 3)
+          t = _mm256_permutevar8x32_ps(_mm256_loadu_ps(thresholds_.data()), probe);
+        else
+          t = _mm256_i32gather_ps(thresholds_.data(), probe, 4);
         const __m256 m = _mm256_cmp_ps(v, t, _CMP_GT_OQ);
         idx = _mm256_add_epi32(idx, _mm256_and_si256(_mm256_castps_si256(m), _mm256_set1_epi32(1 << k)));
       }
@@ -205,10 +218,9 @@ class tq_quantizer {
       for (int l = 0; l < 8; ++l) codes[j + l] = static_cast<std::uint8_t>(tmp[l]);
     }
 #endif
-    for (; j < n; ++j) codes[j] = static_cast<std::uint8_t>(detail::quantize_sorted(y[j], thresholds_.data(), b));
+    for (; j < n; ++j) codes[j] = static_cast<std::uint8_t>(detail::quantize_sorted(y[j], thresholds_.data(), B));
   }
 
- private:
   tq_params p_{};
   any_rotation rot_{rotation_kind::identity, 2, 0};
   std::vector<float> thresholds_;

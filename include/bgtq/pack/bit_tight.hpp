@@ -78,6 +78,27 @@ struct bit_tight {
     for (; j < n; ++j) set(out, j, b, codes[j], bit_offset);
   }
 
+  //! pack() for a compile-time width at bit offset 0: whole groups of 8 codes become
+  //! exactly B bytes with fixed-size stores (the encoder's hot path).
+  template <int B>
+  BGTQ_HOST_DEVICE static void pack_b(const std::uint8_t* codes, std::size_t n, std::uint8_t* out) {
+    constexpr std::uint32_t cmask = (1u << B) - 1u;
+    std::size_t j = 0;
+    for (; j + 8 <= n; j += 8) {
+      std::uint64_t w = 0;
+#if defined(__BMI2__) && !BGTQ_DEVICE_PASS
+      std::uint64_t bytes;
+      std::memcpy(&bytes, codes + j, 8);
+      w = _pext_u64(bytes, 0x0101010101010101ull * cmask);
+#else
+      for (int k = 0; k < 8; ++k) w |= static_cast<std::uint64_t>(codes[j + k] & cmask) << (k * B);
+#endif
+      std::uint8_t* dst = out + (j / 8) * static_cast<std::size_t>(B);
+      for (int k = 0; k < B; ++k) dst[k] = static_cast<std::uint8_t>(w >> (8 * k));
+    }
+    for (; j < n; ++j) set(out, j, B, codes[j]);
+  }
+
   //! Unpacks n codes starting at `bit_offset` into one byte each.
   BGTQ_HOST_DEVICE static void unpack(const std::uint8_t* in, std::size_t n, int b, std::uint8_t* codes,
                                       std::size_t bit_offset = 0) {
