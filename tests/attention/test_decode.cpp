@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <span>
 
 #include "cache_fixtures.hpp"
@@ -167,4 +168,37 @@ TEST_CASE("decode attention rejects bad calls without crashing", "[attention]") 
   std::vector<float> k(2 * 8, 1.0f);
   cache.append(s, 0, k.data(), k.data(), 1);
   REQUIRE_THROWS_AS(bgtq::decode_attention(cache, 0, std::span<const int>(empty, 1), q.data(), out.data(), wrong), bgtq::error);
+}
+
+TEST_CASE("decode attention on a thread pool equals the single-threaded call bit for bit", "[attention]") {
+  const int D = 64, Hkv = 4, Hq = 16, B = 5;
+  auto cache = make_bgtq::build(small_config(1, Hkv, Hq, D, 40, 2, 3), 11);
+  std::vector<int> seqs;
+  for (int b = 0; b < B; ++b) {
+    const int s = cache.add_sequence();
+    seqs.push_back(s);
+    std::vector<float> k(static_cast<std::size_t>(100 + 37 * b) * Hkv * D), v(k.size());
+    fill_normal(k, 70 + static_cast<std::uint64_t>(b));
+    fill_normal(v, 80 + static_cast<std::uint64_t>(b));
+    cache.append(s, 0, k.data(), v.data(), 100 + 37 * b);
+  }
+  std::vector<float> q(static_cast<std::size_t>(B) * Hq * D), one(q.size()), many(q.size(), NAN);
+  fill_normal(q, 90);
+  bgtq::attention_workspace ws(cache);
+  bgtq::decode_attention(cache, 0, std::span<const int>(seqs), q.data(), one.data(), ws);
+  for (int threads : {1, 2, 3}) {
+    bgtq::thread_pool pool(threads);
+    std::vector<bgtq::attention_workspace> wss;
+    for (int i = 0; i < threads; ++i) wss.emplace_back(cache);
+    for (int rep = 0; rep < 3; ++rep) {
+      std::fill(many.begin(), many.end(), NAN);
+      bgtq::decode_attention(cache, 0, std::span<const int>(seqs), q.data(), many.data(), pool,
+                             std::span<bgtq::attention_workspace>(wss));
+      REQUIRE(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)) == 0);
+    }
+    std::vector<bgtq::attention_workspace> too_few;
+    if (threads > 1) REQUIRE_THROWS_AS(bgtq::decode_attention(cache, 0, std::span<const int>(seqs), q.data(), many.data(), pool,
+                                                              std::span<bgtq::attention_workspace>(too_few)),
+                                       bgtq::error);
+  }
 }

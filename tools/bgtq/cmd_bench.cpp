@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <iostream>
 #include <string>
+#include <memory>
 #include <vector>
 
 #include "cli.hpp"
@@ -102,14 +103,23 @@ std::vector<double> bench_scores(int layers, int heads, int L) {
 }
 
 template <class Cache>
-double time_attention(Cache& cache, int seq, const std::vector<float>& q, int reps, std::vector<float>& out) {
-  attention_workspace ws(cache);
+double time_attention(Cache& cache, int seq, const std::vector<float>& q, int reps, std::vector<float>& out,
+                      thread_pool* pool) {
+  std::vector<attention_workspace> ws;
+  for (int i = 0; i < (pool ? pool->size() : 1); ++i) ws.emplace_back(cache);
   const int seqs[1] = {seq};
+  auto step = [&] {
+    if (pool)
+      bgtq::decode_attention(cache, 0, std::span<const int>(seqs, 1), q.data(), out.data(), *pool,
+                             std::span<attention_workspace>(ws));
+    else
+      bgtq::decode_attention(cache, 0, std::span<const int>(seqs, 1), q.data(), out.data(), ws[0]);
+  };
   std::vector<double> t;
-  bgtq::decode_attention(cache, 0, std::span<const int>(seqs, 1), q.data(), out.data(), ws);  // warm
+  step();  // warm
   for (int r = 0; r < reps; ++r) {
     const double t0 = bench::now_s();
-    bgtq::decode_attention(cache, 0, std::span<const int>(seqs, 1), q.data(), out.data(), ws);
+    step();
     t.push_back(bench::now_s() - t0);
   }
   return bench::median(t) * 1e3;
@@ -134,8 +144,11 @@ int bench_attention(cli::args& a) {
   const int Hq = static_cast<int>(a.get_int("q-heads", 32, 1, 256));
   const int Hkv = static_cast<int>(a.get_int("kv-heads", 8, 1, 256));
   const int reps = static_cast<int>(a.get_int("reps", 7, 1, 1000));
+  const int threads = static_cast<int>(a.get_int("threads", 1, 1, 256));
   a.finish();
   if (Hq % Hkv) throw cli::usage_error("--q-heads must be a multiple of --kv-heads");
+  std::unique_ptr<thread_pool> pool;
+  if (threads > 1) pool = std::make_unique<thread_pool>(threads);
   struct row {
     std::string method, kv;
     int tokens;
@@ -161,7 +174,7 @@ int bench_attention(cli::args& a) {
     {
       fp16_cache<> c(cfg, fp16_states(1, Hkv, D), fp16_states(1, Hkv, D));
       const int s = fill(c, T, Hkv, D);
-      fp16_ms = time_attention(c, s, q, reps, out);
+      fp16_ms = time_attention(c, s, q, reps, out, pool.get());
       rows.push_back({"fp16", "k16v16", T, fp16_ms, c.bytes_per_token(0, 0), 1.0});
       cli::progress("[bench attention] T=" + std::to_string(T) + " fp16 " + std::to_string(fp16_ms) + " ms");
     }
@@ -175,7 +188,7 @@ int bench_attention(cli::args& a) {
                                  : build_plan(1, Hkv, Hq, rope, bench_scores(1, Hkv, rope.num_blocks()), o);
         auto c = make_bgtq_cache(p, cfg);
         const int s = fill(c, T, Hkv, D);
-        const double ms = time_attention(c, s, q, reps, out);
+        const double ms = time_attention(c, s, q, reps, out, pool.get());
         const std::string kv = "k" + std::to_string(bits) + "v" + std::to_string(bits);
         rows.push_back({m, kv, T, ms, c.bytes_per_token(0, 0), fp16_ms / ms});
         cli::progress("[bench attention] T=" + std::to_string(T) + " " + m + " " + kv + " " + std::to_string(ms) + " ms");
@@ -184,7 +197,7 @@ int bench_attention(cli::args& a) {
   }
   if (json) {
     json_writer w(std::cout);
-    w.begin_object().key("copy_gbps").value(copy).key("simd").value(simd_path()).key("threads").value(1);
+    w.begin_object().key("copy_gbps").value(copy).key("simd").value(simd_path()).key("threads").value(threads);
     w.key("dim").value(D).key("q_heads").value(Hq).key("kv_heads").value(Hkv);
     w.key("results").begin_array();
     for (const auto& e : rows) {
@@ -197,7 +210,7 @@ int bench_attention(cli::args& a) {
     w.end_array().end_object();
     std::cout << "\n";
   } else {
-    std::printf("decode attention, one query token, D=%d Hq=%d Hkv=%d, single thread, %s\n", D, Hq, Hkv, simd_path());
+    std::printf("decode attention, one query token, D=%d Hq=%d Hkv=%d, %d thread(s), %s\n", D, Hq, Hkv, threads, simd_path());
     std::printf("memory copy: %.2f GB/s (same run)\n\n", copy);
     std::printf("%-6s %-7s %8s %10s %10s %8s %8s %12s\n", "method", "kv", "tokens", "ms/step", "B/tok/hd", "GB/s", "x copy",
                 "x fp16 speed");
@@ -223,7 +236,7 @@ int run(cli::args& a) {
 
 cli::registrar reg{{"bench", "throughput of encode/decode and decode attention next to the copy bandwidth",
                     "encode|attention [--json] [encode: --dim N --bits 2,3,4 --rotations LIST --mb M --reps R] "
-                    "[attention: --tokens LIST --dim D --q-heads H --kv-heads H --reps R]",
+                    "[attention: --tokens LIST --dim D --q-heads H --kv-heads H --reps R --threads N]",
                     &run, {"json"}}};
 
 }  // namespace

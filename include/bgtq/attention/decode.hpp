@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "../cache/kv_cache.hpp"
+#include "../core/thread_pool.hpp"
 #include "../core/vec16.hpp"
 #include "softmax.hpp"
 
@@ -80,6 +81,137 @@ inline float dot_half_row(const float* q, const std::uint16_t* k, int D) {
 
 }  // namespace detail
 
+namespace detail {
+
+//! Attention of the G query heads of KV head h for one sequence (no checks, no throw).
+template <class Cache>
+void attend_head(const Cache& cache, int layer, int seq, const typename Cache::sequence_view& view, int h,
+                 const float* qh, float* oh, attention_workspace& ws, float sc) {
+  using K = typename Cache::key_codec;
+  using V = typename Cache::value_codec;
+  using L = typename Cache::layout;
+  const auto& cfg = cache.config();
+  const int G = cfg.q_heads / cfg.kv_heads;
+  const int D = cfg.head_dim;
+  const int P = cfg.page_tokens;
+  const simd::vf16 scv = simd::set1(sc);
+  const std::int64_t nwin = view.sink + view.tail;
+  const auto& ks = cache.key(layer, h);
+  const auto& vs = cache.value(layer, h);
+  K::prepare_query(ks, qh, G, ws.qbuf.data());
+  for (int g = 0; g < G; ++g) ws.state[static_cast<std::size_t>(g)] = softmax_state{-INFINITY, 0.0f};
+  const std::size_t accn = V::acc_floats(vs, G);
+  std::fill(ws.acc.begin(), ws.acc.begin() + static_cast<std::ptrdiff_t>(accn), 0.0f);
+  std::fill(ws.raw.begin(), ws.raw.end(), 0.0f);
+  const std::size_t voff = cache.value_offset(layer, h);
+  const std::int64_t npages = (view.quantized + P - 1) / P;
+  const std::uint8_t* kpages[attention_workspace::span_pages];
+  const std::uint8_t* vpages[attention_workspace::span_pages];
+  for (std::int64_t p0 = 0; p0 < npages; p0 += attention_workspace::span_pages) {
+    const int np = static_cast<int>(std::min<std::int64_t>(attention_workspace::span_pages, npages - p0));
+    const int nvalid_last = static_cast<int>(std::min<std::int64_t>(P, view.quantized - (p0 + np - 1) * P));
+    // 1. scores of every page of the span: [page][G][P]
+    for (int k = 0; k < np; ++k) {
+      kpages[k] = cache.page_ptr(view.pages[p0 + k], layer, h);
+      vpages[k] = kpages[k] + voff;
+      K::template score_page<L>(ks, ws.qbuf.data(), G, kpages[k], k + 1 < np ? P : nvalid_last,
+                                ws.scores.data() + static_cast<std::size_t>(k) * G * P);
+    }
+    // 2. scale, mask, one online-softmax update per head, weights
+    for (int g = 0; g < G; ++g) {
+      simd::vf16 mx = simd::set1(-INFINITY);
+      for (int k = 0; k < np; ++k) {
+        const int nvalid = k + 1 < np ? P : nvalid_last;
+        float* s = ws.scores.data() + (static_cast<std::size_t>(k) * G + static_cast<std::size_t>(g)) * P;
+        for (int c = 0; c < (nvalid + 15) / 16; ++c) {
+          const int left = nvalid - c * 16;
+          const std::uint32_t valid = left >= 16 ? 0xffffu : ((1u << left) - 1u);
+          const simd::vf16 v = simd::select_valid(simd::mul(simd::load(s + c * 16), scv), valid, -INFINITY);
+          simd::store(s + c * 16, v);
+          mx = simd::max(mx, v);
+        }
+      }
+      softmax_state& st = ws.state[static_cast<std::size_t>(g)];
+      const float f = lazy_update(st, simd::hmax(mx));
+      if (f != 1.0f) {
+        float* a = ws.acc.data() + (accn / G) * static_cast<std::size_t>(g);
+        for (std::size_t i = 0; i < accn / G; ++i) a[i] *= f;
+        for (int j = 0; j < D; ++j) ws.raw[static_cast<std::size_t>(g) * D + j] *= f;
+      }
+      const simd::vf16 mv = simd::set1(st.m);
+      simd::vf16 lsum = simd::zero();
+      for (int k = 0; k < np; ++k) {
+        const int nvalid = k + 1 < np ? P : nvalid_last;
+        const std::size_t off = (static_cast<std::size_t>(k) * G + static_cast<std::size_t>(g)) * P;
+        for (int c = 0; c < (nvalid + 15) / 16; ++c) {
+          const simd::vf16 e = simd::exp(simd::sub(simd::load(ws.scores.data() + off + c * 16), mv));
+          simd::store(ws.weights.data() + off + c * 16, e);
+          lsum = simd::add(lsum, e);
+        }
+      }
+      st.l += simd::hsum(lsum);
+    }
+    // 3. values
+    if constexpr (requires { V::template accumulate_span<L>(vs, vpages, np, nvalid_last, ws.weights.data(), G, ws.acc.data(), ws.tmp.data()); }) {
+      V::template accumulate_span<L>(vs, vpages, np, nvalid_last, ws.weights.data(), G, ws.acc.data(), ws.tmp.data());
+    } else {
+      for (int k = 0; k < np; ++k)
+        V::template accumulate_page<L>(vs, vpages[k], k + 1 < np ? P : nvalid_last,
+                                       ws.weights.data() + static_cast<std::size_t>(k) * G * P, G, ws.acc.data(),
+                                       ws.tmp.data());
+    }
+  }
+  if (nwin > 0) {
+    // fp16 window: sink tokens then the recent tail
+    for (int g = 0; g < G; ++g) {
+      float mx = -INFINITY;
+      for (std::int64_t i = 0; i < nwin; ++i) {
+        const float s = detail::dot_half_row(qh + static_cast<std::size_t>(g) * D, cache.window_key(seq, layer, h, i), D) * sc;
+        ws.wscores[static_cast<std::size_t>(g) * nwin + i] = s;
+        mx = std::max(mx, s);
+      }
+      softmax_state& st = ws.state[static_cast<std::size_t>(g)];
+      const float f = lazy_update(st, mx);
+      if (f != 1.0f) {
+        float* a = ws.acc.data() + (accn / G) * static_cast<std::size_t>(g);
+        for (std::size_t i = 0; i < accn / G; ++i) a[i] *= f;
+        for (int j = 0; j < D; ++j) ws.raw[static_cast<std::size_t>(g) * D + j] *= f;
+      }
+      for (std::int64_t i = 0; i < nwin; ++i) {
+        const float w = std::exp(ws.wscores[static_cast<std::size_t>(g) * nwin + i] - st.m);
+        st.l += w;
+        const std::uint16_t* vr = cache.window_value(seq, layer, h, i);
+        float* r = ws.raw.data() + static_cast<std::size_t>(g) * D;
+        for (int j = 0; j < D; ++j) r[j] += w * half_bits_to_float(vr[j]);
+      }
+    }
+  }
+  std::copy(ws.raw.begin(), ws.raw.end(), ws.outbuf.begin());
+  V::finish(vs, ws.acc.data(), G, ws.outbuf.data());
+  for (int g = 0; g < G; ++g) {
+    const float inv = 1.0f / ws.state[static_cast<std::size_t>(g)].l;
+    for (int j = 0; j < D; ++j) oh[static_cast<std::size_t>(g) * D + j] = ws.outbuf[static_cast<std::size_t>(g) * D + j] * inv;
+  }
+}
+
+//! Validates a decode call; returns the views of the sequences.
+template <class Cache>
+std::vector<typename Cache::sequence_view> check_decode(const Cache& cache, int layer, std::span<const int> seqs,
+                                                        const float* q, float* out) {
+  BGTQ_REQUIRE(q != nullptr && out != nullptr, errc::invalid_argument, "decode_attention: null query or output");
+  std::vector<typename Cache::sequence_view> views;
+  views.reserve(seqs.size());
+  for (int seq : seqs) {
+    views.push_back(cache.view(seq, layer));
+    const auto& v = views.back();
+    BGTQ_REQUIRE(v.quantized + v.sink + v.tail > 0, errc::invalid_argument,
+                 "decode_attention: sequence " + std::to_string(seq) + " has no tokens in layer " + std::to_string(layer));
+  }
+  return views;
+}
+
+}  // namespace detail
+
 //! Decode attention for one layer.
 //! @param seqs  sequence ids (batch B); each must hold at least one token in `layer`
 //! @param q     [B][q_heads][head_dim] post-RoPE queries of the new tokens
@@ -90,123 +222,41 @@ inline float dot_half_row(const float* q, const std::uint16_t* k, int D) {
 template <class Cache>
 void decode_attention(const Cache& cache, int layer, std::span<const int> seqs, const float* q, float* out,
                       attention_workspace& ws, float scale = 0.0f) {
-  using K = typename Cache::key_codec;
-  using V = typename Cache::value_codec;
-  using L = typename Cache::layout;
   const auto& cfg = cache.config();
   BGTQ_REQUIRE(ws.fits(cache), errc::invalid_argument, "decode_attention: workspace was made for another cache shape");
+  const auto views = detail::check_decode(cache, layer, seqs, q, out);
   const int G = cfg.q_heads / cfg.kv_heads;
-  const int D = cfg.head_dim;
-  const int P = cfg.page_tokens;
+  const std::size_t D = static_cast<std::size_t>(cfg.head_dim);
   const float sc = scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(D)) : scale;
-  const simd::vf16 scv = simd::set1(sc);
-  for (std::size_t b = 0; b < seqs.size(); ++b) {
-    const int seq = seqs[b];
-    const auto view = cache.view(seq, layer);
-    const std::int64_t nwin = view.sink + view.tail;
-    BGTQ_REQUIRE(view.quantized + nwin > 0, errc::invalid_argument,
-                 "decode_attention: sequence " + std::to_string(seq) + " has no tokens in layer " + std::to_string(layer));
+  for (std::size_t b = 0; b < seqs.size(); ++b)
     for (int h = 0; h < cfg.kv_heads; ++h) {
-      const float* qh = q + (b * static_cast<std::size_t>(cfg.q_heads) + static_cast<std::size_t>(h) * G) * D;
-      float* oh = out + (b * static_cast<std::size_t>(cfg.q_heads) + static_cast<std::size_t>(h) * G) * D;
-      const auto& ks = cache.key(layer, h);
-      const auto& vs = cache.value(layer, h);
-      K::prepare_query(ks, qh, G, ws.qbuf.data());
-      for (int g = 0; g < G; ++g) ws.state[static_cast<std::size_t>(g)] = softmax_state{-INFINITY, 0.0f};
-      const std::size_t accn = V::acc_floats(vs, G);
-      std::fill(ws.acc.begin(), ws.acc.begin() + static_cast<std::ptrdiff_t>(accn), 0.0f);
-      std::fill(ws.raw.begin(), ws.raw.end(), 0.0f);
-      const std::size_t voff = cache.value_offset(layer, h);
-      const std::int64_t npages = (view.quantized + P - 1) / P;
-      const std::uint8_t* kpages[attention_workspace::span_pages];
-      const std::uint8_t* vpages[attention_workspace::span_pages];
-      for (std::int64_t p0 = 0; p0 < npages; p0 += attention_workspace::span_pages) {
-        const int np = static_cast<int>(std::min<std::int64_t>(attention_workspace::span_pages, npages - p0));
-        const int nvalid_last = static_cast<int>(std::min<std::int64_t>(P, view.quantized - (p0 + np - 1) * P));
-        // 1. scores of every page of the span: [page][G][P]
-        for (int k = 0; k < np; ++k) {
-          kpages[k] = cache.page_ptr(view.pages[p0 + k], layer, h);
-          vpages[k] = kpages[k] + voff;
-          K::template score_page<L>(ks, ws.qbuf.data(), G, kpages[k], k + 1 < np ? P : nvalid_last,
-                                    ws.scores.data() + static_cast<std::size_t>(k) * G * P);
-        }
-        // 2. scale, mask, one online-softmax update per head, weights
-        for (int g = 0; g < G; ++g) {
-          simd::vf16 mx = simd::set1(-INFINITY);
-          for (int k = 0; k < np; ++k) {
-            const int nvalid = k + 1 < np ? P : nvalid_last;
-            float* s = ws.scores.data() + (static_cast<std::size_t>(k) * G + static_cast<std::size_t>(g)) * P;
-            for (int c = 0; c < (nvalid + 15) / 16; ++c) {
-              const int left = nvalid - c * 16;
-              const std::uint32_t valid = left >= 16 ? 0xffffu : ((1u << left) - 1u);
-              const simd::vf16 v = simd::select_valid(simd::mul(simd::load(s + c * 16), scv), valid, -INFINITY);
-              simd::store(s + c * 16, v);
-              mx = simd::max(mx, v);
-            }
-          }
-          softmax_state& st = ws.state[static_cast<std::size_t>(g)];
-          const float f = lazy_update(st, simd::hmax(mx));
-          if (f != 1.0f) {
-            float* a = ws.acc.data() + (accn / G) * static_cast<std::size_t>(g);
-            for (std::size_t i = 0; i < accn / G; ++i) a[i] *= f;
-            for (int j = 0; j < D; ++j) ws.raw[static_cast<std::size_t>(g) * D + j] *= f;
-          }
-          const simd::vf16 mv = simd::set1(st.m);
-          simd::vf16 lsum = simd::zero();
-          for (int k = 0; k < np; ++k) {
-            const int nvalid = k + 1 < np ? P : nvalid_last;
-            const std::size_t off = (static_cast<std::size_t>(k) * G + static_cast<std::size_t>(g)) * P;
-            for (int c = 0; c < (nvalid + 15) / 16; ++c) {
-              const simd::vf16 e = simd::exp(simd::sub(simd::load(ws.scores.data() + off + c * 16), mv));
-              simd::store(ws.weights.data() + off + c * 16, e);
-              lsum = simd::add(lsum, e);
-            }
-          }
-          st.l += simd::hsum(lsum);
-        }
-        // 3. values
-        if constexpr (requires { V::template accumulate_span<L>(vs, vpages, np, nvalid_last, ws.weights.data(), G, ws.acc.data(), ws.tmp.data()); }) {
-          V::template accumulate_span<L>(vs, vpages, np, nvalid_last, ws.weights.data(), G, ws.acc.data(), ws.tmp.data());
-        } else {
-          for (int k = 0; k < np; ++k)
-            V::template accumulate_page<L>(vs, vpages[k], k + 1 < np ? P : nvalid_last,
-                                           ws.weights.data() + static_cast<std::size_t>(k) * G * P, G, ws.acc.data(),
-                                           ws.tmp.data());
-        }
-      }
-      if (nwin > 0) {
-        // fp16 window: sink tokens then the recent tail
-        for (int g = 0; g < G; ++g) {
-          float mx = -INFINITY;
-          for (std::int64_t i = 0; i < nwin; ++i) {
-            const float s = detail::dot_half_row(qh + static_cast<std::size_t>(g) * D, cache.window_key(seq, layer, h, i), D) * sc;
-            ws.wscores[static_cast<std::size_t>(g) * nwin + i] = s;
-            mx = std::max(mx, s);
-          }
-          softmax_state& st = ws.state[static_cast<std::size_t>(g)];
-          const float f = lazy_update(st, mx);
-          if (f != 1.0f) {
-            float* a = ws.acc.data() + (accn / G) * static_cast<std::size_t>(g);
-            for (std::size_t i = 0; i < accn / G; ++i) a[i] *= f;
-            for (int j = 0; j < D; ++j) ws.raw[static_cast<std::size_t>(g) * D + j] *= f;
-          }
-          for (std::int64_t i = 0; i < nwin; ++i) {
-            const float w = std::exp(ws.wscores[static_cast<std::size_t>(g) * nwin + i] - st.m);
-            st.l += w;
-            const std::uint16_t* vr = cache.window_value(seq, layer, h, i);
-            float* r = ws.raw.data() + static_cast<std::size_t>(g) * D;
-            for (int j = 0; j < D; ++j) r[j] += w * half_bits_to_float(vr[j]);
-          }
-        }
-      }
-      std::copy(ws.raw.begin(), ws.raw.end(), ws.outbuf.begin());
-      V::finish(vs, ws.acc.data(), G, ws.outbuf.data());
-      for (int g = 0; g < G; ++g) {
-        const float inv = 1.0f / ws.state[static_cast<std::size_t>(g)].l;
-        for (int j = 0; j < D; ++j) oh[static_cast<std::size_t>(g) * D + j] = ws.outbuf[static_cast<std::size_t>(g) * D + j] * inv;
-      }
+      const std::size_t off = (b * static_cast<std::size_t>(cfg.q_heads) + static_cast<std::size_t>(h) * G) * D;
+      detail::attend_head(cache, layer, seqs[b], views[b], h, q + off, out + off, ws, sc);
     }
-  }
+}
+
+//! decode_attention with the (sequence, KV head) pairs spread over a thread pool; one
+//! workspace per pool worker (ws.size() >= pool.size()). Results are bit-identical to the
+//! single-threaded call (each pair is computed by one thread in the same order).
+template <class Cache>
+void decode_attention(const Cache& cache, int layer, std::span<const int> seqs, const float* q, float* out,
+                      thread_pool& pool, std::span<attention_workspace> ws, float scale = 0.0f) {
+  const auto& cfg = cache.config();
+  BGTQ_REQUIRE(ws.size() >= static_cast<std::size_t>(pool.size()), errc::invalid_argument,
+               "decode_attention: " + std::to_string(ws.size()) + " workspaces for a pool of " + std::to_string(pool.size()));
+  for (const auto& w : ws)
+    BGTQ_REQUIRE(w.fits(cache), errc::invalid_argument, "decode_attention: workspace was made for another cache shape");
+  const auto views = detail::check_decode(cache, layer, seqs, q, out);
+  const int G = cfg.q_heads / cfg.kv_heads;
+  const std::size_t D = static_cast<std::size_t>(cfg.head_dim);
+  const float sc = scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(D)) : scale;
+  const int tasks = static_cast<int>(seqs.size()) * cfg.kv_heads;
+  pool.run(tasks, [&](int t, int worker) {
+    const std::size_t b = static_cast<std::size_t>(t / cfg.kv_heads);
+    const int h = t % cfg.kv_heads;
+    const std::size_t off = (b * static_cast<std::size_t>(cfg.q_heads) + static_cast<std::size_t>(h) * G) * D;
+    detail::attend_head(cache, layer, seqs[b], views[b], h, q + off, out + off, ws[static_cast<std::size_t>(worker)], sc);
+  });
 }
 
 }  // namespace bgtq
