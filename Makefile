@@ -40,5 +40,18 @@ test-asan: deps
 bench: build
 	@$(BUILD)/bin/bgtq bench encode
 
+# libFuzzer targets (clang) in build-fuzz/: the .npy reader, the plan loader, the llama2.c
+# checkpoint and tokenizer loaders, the packed-page codecs and decode attention.
+FUZZ_CXX     ?= $(shell command -v clang++-14 || command -v clang++)
+FUZZ_SECONDS ?= 60
+fuzz:
+	@test -n "$(FUZZ_CXX)" || { echo "make fuzz needs clang (apt-get install clang-14)"; exit 1; }
+	@cmake -S tests/fuzz -B build-fuzz -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build build-fuzz -j $(JOBS)
+
+# Runs every fuzz target for FUZZ_SECONDS from its seed corpus; fails on any crash.
+fuzz-smoke: fuzz
+	@tests/fuzz/smoke.sh build-fuzz $(FUZZ_SECONDS)
+
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz
