@@ -4,6 +4,8 @@
 // (BGTQ_BUILD_TOOLS=ON).
 #include "target_npy.hpp"
 #include "target_plan.hpp"
+#include "target_page.hpp"
+#include "target_attention.hpp"
 
 #if __has_include(<llama2c.hpp>)
 #define BGTQ_FUZZ_HAVE_LLAMA2C 1
