@@ -237,15 +237,15 @@ BGTQ_FORCEINLINE vf16 to_float(vi16 a) {
 
 #endif
 
-//! exp(x) for x <= ~88, accurate to about 2 ulp, 0 for x < -87.3 (underflow), used for
+//! exp(x) for x <= ~88, accurate to about 2 ulp, 0 for x < -87.3 (underflow), NaN for NaN, used for
 //! softmax weights. Cody-Waite range reduction and a degree-6 polynomial.
 BGTQ_FORCEINLINE vf16 exp(vf16 x) {
   alignas(64) float in[16], out[16];
   store(in, x);
   for (int l = 0; l < 16; ++l) {
     float v = in[l];
-    if (v < -87.3f) {
-      out[l] = 0.0f;
+    if (!(v >= -87.3f)) {  // underflow gives 0; NaN stays NaN (and never reaches the int cast below)
+      out[l] = v < -87.3f ? 0.0f : v;
       continue;
     }
     if (v > 88.0f) v = 88.0f;
