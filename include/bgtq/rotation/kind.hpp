@@ -1,6 +1,8 @@
 #pragma once
 //! @file rotation/kind.hpp
-//! Run-time names of the rotation policies (stored in plans and files).
+//! Run-time names of the rotation policies (stored in plans and files). The policies
+//! themselves live in rotation/{identity,haar,hadamard,structured,any_rotation}.hpp;
+//! each kind's matrix is a fixed function of (n, seed), so a plan stores kind and seed.
 #include <string>
 
 #include "../core/error.hpp"
@@ -11,8 +13,8 @@ namespace bgtq {
 enum class rotation_kind : unsigned char {
   identity = 0,    //!< P = I
   haar = 1,        //!< dense Haar-random orthogonal matrix (seeded Gaussian + QR), any n
-  hadamard = 2,    //!< randomized Hadamard (signs, normalised Walsh-Hadamard), n a power of two
-  structured = 3,  //!< fast structured rotation for any even n (permutations, signs, Hadamard blocks)
+  hadamard = 2,    //!< randomized Hadamard, two rounds of (signs, normalised Walsh-Hadamard), n a power of two
+  structured = 3,  //!< fast structured rotation for any n >= 1 (permutations, signs, overlapping Hadamard windows)
 };
 
 inline const char* to_string(rotation_kind k) noexcept {
