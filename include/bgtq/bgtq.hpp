@@ -1,8 +1,29 @@
 #pragma once
 //! @file bgtq.hpp
-//! Umbrella header: everything a host program needs (no CUDA headers).
+//! Umbrella header: everything a host program needs (no CUDA headers; the GPU
+//! launchers are declared separately in bgtq/cuda/).
 #include "config.hpp"
 #include "core/error.hpp"
 #include "core/half.hpp"
 #include "core/rng.hpp"
 #include "pack/pack.hpp"
+#include "rope/layout.hpp"
+#include "rotation/rotation.hpp"
+#include "codebook/codebook.hpp"
+#include "allocate/allocate.hpp"
+#include "energy/energy.hpp"
+#include "plan/plan.hpp"
+#include "plan/build.hpp"
+#include "plan/plan_io.hpp"
+#include "codec/tq_codec.hpp"
+#include "codec/block_gtq.hpp"
+#include "codec/fp16_codec.hpp"
+#include "codec/kivi.hpp"
+#include "cache/kv_cache.hpp"
+#include "cache/factory.hpp"
+#include "cache/kivi_pages.hpp"
+#include "attention/decode.hpp"
+#include "attention/reference.hpp"
+#include "io/npy.hpp"
+#include "io/json.hpp"
+#include "eval/metrics.hpp"

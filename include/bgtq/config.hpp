@@ -37,6 +37,12 @@
 #define BGTQ_SIMD_SCALAR 1
 #endif
 
+// AVX-512 with GFNI and VBMI (Ice Lake, Zen 4 and later): bit-plane codes are transposed
+// to bytes with one vpermb + one gf2p8affineqb per 64 tokens (see cache/page_layout.hpp).
+#if defined(BGTQ_SIMD_AVX512) && defined(__GFNI__) && defined(__AVX512VBMI__)
+#define BGTQ_SIMD_GFNI 1
+#endif
+
 #define BGTQ_VERSION_MAJOR 0
 #define BGTQ_VERSION_MINOR 1
 #define BGTQ_VERSION_PATCH 0
@@ -45,7 +51,9 @@ namespace bgtq {
 
 //! Name of the SIMD path compiled into this translation unit ("avx512", "avx2", "scalar").
 inline constexpr const char* simd_path() noexcept {
-#if defined(BGTQ_SIMD_AVX512)
+#if defined(BGTQ_SIMD_GFNI)
+  return "avx512+gfni";
+#elif defined(BGTQ_SIMD_AVX512)
   return "avx512";
 #elif defined(BGTQ_SIMD_AVX2)
   return "avx2";

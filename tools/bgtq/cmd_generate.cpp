@@ -9,6 +9,7 @@
 #include <bgtq/io/json.hpp>
 
 #include "cli.hpp"
+#include "kv_spec.hpp"
 #include "llama2c.hpp"
 
 namespace {
@@ -21,6 +22,8 @@ int run(bgtq::cli::args& a) {
   const std::string prompt = a.get_or("prompt", "");
   const long steps = a.get_int("steps", 256, 0, 1 << 20);
   const bool json = a.flag("json");
+  const bgtq::cli::kv_spec spec = bgtq::cli::parse_kv_spec(a.get_or("kv", "fp32"));
+  const auto calib_text = a.get("calib-text");
   a.finish();
 
   const lc::model m = lc::model::load(model_path);
@@ -30,8 +33,12 @@ int run(bgtq::cli::args& a) {
                "the prompt is " + std::to_string(in.size()) + " tokens, more than the model's context of " +
                    std::to_string(m.cfg().seq_len));
 
-  lc::fp32_kv_backend kv(m.cfg());
-  lc::engine eng(m, kv);
+  // Block-GTQ plans are calibrated on the prompt unless a calibration text is given.
+  std::vector<int> calib = in;
+  if (calib_text) calib = lc::encode_documents(tok, lc::read_documents(*calib_text), static_cast<std::size_t>(m.cfg().seq_len));
+  double bytes = 0;
+  const auto kv = bgtq::cli::make_kv_backend(spec, m, calib, &bytes);
+  lc::engine eng(m, *kv);
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<int> out = lc::generate_greedy(eng, in, static_cast<int>(steps));
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -39,13 +46,14 @@ int run(bgtq::cli::args& a) {
   const std::string continuation = tok.decode_all(out, in.back());
   bgtq::cli::progress("[generate] " + std::to_string(in.size()) + " prompt + " + std::to_string(out.size()) +
                       " generated tokens in " + std::to_string(sec) + " s (" + std::to_string(static_cast<long>(tps)) +
-                      " tokens/s, kv fp32)");
+                      " tokens/s, kv " + spec.name + ", " + std::to_string(bytes) + " bytes/token/KV head)");
 
   if (json) {
     bgtq::json_writer w(std::cout);
     w.begin_object();
     w.key("model").value(model_path);
-    w.key("kv").value("fp32");
+    w.key("kv").value(spec.name);
+    w.key("kv_bytes_per_token_per_head").value(bytes);
     w.key("prompt").value(prompt);
     w.key("prompt_tokens").array(in);
     w.key("tokens").array(out);
@@ -61,8 +69,11 @@ int run(bgtq::cli::args& a) {
   return 0;
 }
 
-bgtq::cli::registrar reg{{"generate", "greedy text generation with a llama2.c model (float32 KV cache)",
-                          "--model MODEL.bin --tokenizer TOK.bin [--prompt TEXT] [--steps N (256)] [--json]\n"
+bgtq::cli::registrar reg{{"generate", "greedy text generation with a llama2.c model through a (quantized) KV cache",
+                          "--model MODEL.bin --tokenizer TOK.bin [--prompt TEXT] [--steps N (256)] [--kv SPEC (fp32)]\n"
+                          "  [--calib-text FILE] [--json]\n"
+                          "  SPEC: fp32, fp16, tqB, bgtqB, kiviB, kXvY, tq-/bgtq-/kivi-kXvY (Block-GTQ plans are calibrated\n"
+                          "  on the prompt, or on --calib-text).\n"
                           "  Encodes the prompt after BOS, decodes greedily (argmax) for up to N tokens, stopping at\n"
                           "  BOS/EOS or the context length, and prints prompt + continuation on stdout\n"
                           "  (--json: {model, kv, prompt, prompt_tokens, tokens, text, seconds, tokens_per_s}).",

@@ -30,22 +30,25 @@ inline std::vector<gtq_pages::head_state> plan_key_states(const plan& p) {
   return out;
 }
 
-//! Value states from a plan: uniform TQ-MSE over the whole head (natural dim order) at
-//! p.value_bits with p.value_rotation and each head's value seed.
+//! The value codec of (layer, h) in a plan: uniform TQ-MSE over the whole head (natural
+//! dim order) at p.value_bits with p.value_rotation and the head's value seed.
+inline block_gtq_codec plan_value_codec(const plan& p, int layer, int h) {
+  const rope_layout natural(p.rope.head_dim, rope_pairing::interleaved);
+  head_plan hp = uniform_head_plan(natural.num_blocks(), p.value_bits, p.value_seed(layer, h), 0);
+  for (auto& g : hp.groups) {
+    g.rotation = p.value_rotation;
+    g.seed = p.value_seed(layer, h);
+  }
+  return block_gtq_codec(hp, natural, key_codec_options{p.codebook, p.value_radius, p.norm_correction});
+}
+
+//! Value states of every (layer, KV head) from a plan (see plan_value_codec).
 inline std::vector<gtq_pages::head_state> plan_value_states(const plan& p) {
   validate(p);
-  const rope_layout natural(p.rope.head_dim, rope_pairing::interleaved);
   std::vector<gtq_pages::head_state> out;
   out.reserve(p.heads.size());
   for (int l = 0; l < p.layers; ++l)
-    for (int h = 0; h < p.kv_heads; ++h) {
-      head_plan hp = uniform_head_plan(natural.num_blocks(), p.value_bits, p.value_seed(l, h), 0);
-      for (auto& g : hp.groups) {
-        g.rotation = p.value_rotation;
-        g.seed = p.value_seed(l, h);
-      }
-      out.push_back(gtq_pages::make(block_gtq_codec(hp, natural, key_codec_options{p.codebook, p.value_radius, p.norm_correction})));
-    }
+    for (int h = 0; h < p.kv_heads; ++h) out.push_back(gtq_pages::make(plan_value_codec(p, l, h)));
   return out;
 }
 

@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "../codec/block_gtq.hpp"
@@ -162,6 +163,22 @@ struct gtq_pages {
 #else
         const int gb = left >= 4 ? 4 : left >= 2 ? 2 : 1;
 #endif
+#if defined(BGTQ_SIMD_GFNI)
+        if constexpr (std::is_same_v<Layout, bit_plane_layout>) {
+          const int gb4 = left >= 4 ? 4 : left >= 2 ? 2 : 1;
+          dispatch_bits(g.quantizer.bits(), [&](auto bits_c) {
+            constexpr int B = decltype(bits_c)::value;
+            const float* qh = qg + static_cast<std::size_t>(h) * g.quantizer.dim();
+            switch (gb4) {
+              case 4: score_group64<B, 4>(s, gi, qh, page, chunks, scores + h * P); break;
+              case 2: score_group64<B, 2>(s, gi, qh, page, chunks, scores + h * P); break;
+              default: score_group64<B, 1>(s, gi, qh, page, chunks, scores + h * P); break;
+            }
+          });
+          h += gb4;
+          continue;
+        }
+#endif
         dispatch_bits(g.quantizer.bits(), [&](auto bits_c) {
           constexpr int B = decltype(bits_c)::value;
           switch (gb) {
@@ -196,15 +213,33 @@ struct gtq_pages {
       for (int h = 0; h < G;) {
         const int left = G - h;
         const int gb = left >= 4 ? 4 : left >= 2 ? 2 : 1;
-        // tmp[hh][t] = w[h+hh][t] * r_t (zero past nvalid)
+        // tmp[hh][t] = w[h+hh][t] * r_t; whole 64-token blocks, zero past the valid chunks
+        const int tchunks = (chunks + 3) / 4 * 4;
         for (int hh = 0; hh < gb; ++hh) {
-          for (int c = 0; c < chunks; ++c) {
-            const simd::vf16 r = load_radii16(radii + static_cast<std::size_t>(c) * 16u * rb, rb == 4);
-            const simd::vf16 wv = simd::load(w + (h + hh) * P + static_cast<std::size_t>(c) * 16u);
-            simd::store(tmp + hh * P + static_cast<std::size_t>(c) * 16u, simd::mul(wv, r));
+          for (int c = 0; c < tchunks; ++c) {
+            simd::vf16 v = simd::zero();
+            if (c < chunks) {
+              const simd::vf16 r = load_radii16(radii + static_cast<std::size_t>(c) * 16u * rb, rb == 4);
+              v = simd::mul(simd::load(w + (h + hh) * P + static_cast<std::size_t>(c) * 16u), r);
+            }
+            simd::store(tmp + hh * P + static_cast<std::size_t>(c) * 16u, v);
           }
         }
         float* acc_h = acc + (static_cast<std::size_t>(h) * s.dim() + static_cast<std::size_t>(s.coord_off[gi])) * 16u;
+#if defined(BGTQ_SIMD_GFNI)
+        if constexpr (std::is_same_v<Layout, bit_plane_layout>) {
+          dispatch_bits(g.quantizer.bits(), [&](auto bits_c) {
+            constexpr int B = decltype(bits_c)::value;
+            switch (gb) {
+              case 4: accumulate_group64<B, 4>(s, gi, page, tchunks / 4, tmp, acc_h); break;
+              case 2: accumulate_group64<B, 2>(s, gi, page, tchunks / 4, tmp, acc_h); break;
+              default: accumulate_group64<B, 1>(s, gi, page, tchunks / 4, tmp, acc_h); break;
+            }
+          });
+          h += gb;
+          continue;
+        }
+#endif
         dispatch_bits(g.quantizer.bits(), [&](auto bits_c) {
           constexpr int B = decltype(bits_c)::value;
           switch (gb) {
@@ -289,6 +324,98 @@ struct gtq_pages {
       }
     }
   }
+
+#if defined(BGTQ_SIMD_GFNI)
+  // 16 dword indices of chunk C (tokens 16C..16C+15) of a 64-byte code block. For
+  // B <= 5 the table permutes read only the low 4/5 bits of each dword, so one vpermb
+  // that moves byte 16C+i to byte 4i suffices (the upper bytes are don't-care); wider
+  // codes feed a gather and are zero-extended.
+  template <int B, int C>
+  BGTQ_FORCEINLINE static simd::vi16 chunk_idx(__m512i bytes) {
+    if constexpr (B <= 5) {
+      const __m512i spread = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                              _mm512_set1_epi32(16 * C));
+      return {_mm512_permutexvar_epi8(spread, bytes)};
+    } else {
+      return {_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(bytes, C))};
+    }
+  }
+
+  // Keys, 64 tokens per decode: the codes of a coordinate for a whole 64-token block are
+  // transposed from the bit planes at once and shared by 4 chunks x GB query heads.
+  template <int B, int GB>
+  static void score_group64(const head_state& s, std::size_t gi, const float* q, const std::uint8_t* page, int chunks,
+                            float* scores) {
+    const gtq_group& g = s.codec.groups()[gi];
+    const int n = g.quantizer.dim();
+    const float* cent = g.quantizer.centroids();
+    const std::uint8_t* region = page + s.region[gi];
+    const std::size_t P = static_cast<std::size_t>(s.P);
+    const std::size_t rb = radius_size(s);
+    const std::uint8_t* radii = page + s.radii + gi * P * rb;
+    const bool first = gi == 0;
+    for (int t64 = 0; t64 < chunks * 16; t64 += 64) {
+      simd::vf16 acc[4][GB];
+      for (int c = 0; c < 4; ++c)
+        for (int hh = 0; hh < GB; ++hh) acc[c][hh] = simd::zero();
+      for (int j = 0; j < n; ++j) {
+        const __m512i bytes = bit_plane_layout::load64<B>(region, s.P, t64, j);
+        simd::vf16 qv[GB];
+        for (int hh = 0; hh < GB; ++hh) qv[hh] = simd::set1(q[hh * n + j]);
+        const simd::vf16 c0 = simd::lookup<B>(cent, chunk_idx<B, 0>(bytes));
+        const simd::vf16 c1 = simd::lookup<B>(cent, chunk_idx<B, 1>(bytes));
+        const simd::vf16 c2 = simd::lookup<B>(cent, chunk_idx<B, 2>(bytes));
+        const simd::vf16 c3 = simd::lookup<B>(cent, chunk_idx<B, 3>(bytes));
+        for (int hh = 0; hh < GB; ++hh) {
+          acc[0][hh] = simd::fma(c0, qv[hh], acc[0][hh]);
+          acc[1][hh] = simd::fma(c1, qv[hh], acc[1][hh]);
+          acc[2][hh] = simd::fma(c2, qv[hh], acc[2][hh]);
+          acc[3][hh] = simd::fma(c3, qv[hh], acc[3][hh]);
+        }
+      }
+      for (int c = 0; c < 4; ++c) {
+        const std::size_t t0 = static_cast<std::size_t>(t64 + 16 * c);
+        const simd::vf16 r = load_radii16(radii + t0 * rb, rb == 4);
+        for (int hh = 0; hh < GB; ++hh) {
+          float* dst = scores + hh * P + t0;
+          simd::store(dst, first ? simd::mul(acc[c][hh], r) : simd::fma(acc[c][hh], r, simd::load(dst)));
+        }
+      }
+    }
+  }
+
+  // Values, 64 tokens per decode; wr = weights times radii for whole 64-token blocks.
+  template <int B, int GB>
+  static void accumulate_group64(const head_state& s, std::size_t gi, const std::uint8_t* page, int blocks64,
+                                 const float* wr, float* acc) {
+    const gtq_group& g = s.codec.groups()[gi];
+    const int n = g.quantizer.dim();
+    const float* cent = g.quantizer.centroids();
+    const std::uint8_t* region = page + s.region[gi];
+    const std::size_t P = static_cast<std::size_t>(s.P);
+    const std::size_t hstride = static_cast<std::size_t>(s.dim()) * 16u;
+    for (int j = 0; j < n; ++j) {
+      simd::vf16 a[GB];
+      for (int hh = 0; hh < GB; ++hh) a[hh] = simd::load(acc + hh * hstride + static_cast<std::size_t>(j) * 16u);
+      for (int blk = 0; blk < blocks64; ++blk) {
+        const int t64 = blk * 64;
+        const __m512i bytes = bit_plane_layout::load64<B>(region, s.P, t64, j);
+        const simd::vf16 c0 = simd::lookup<B>(cent, chunk_idx<B, 0>(bytes));
+        const simd::vf16 c1 = simd::lookup<B>(cent, chunk_idx<B, 1>(bytes));
+        const simd::vf16 c2 = simd::lookup<B>(cent, chunk_idx<B, 2>(bytes));
+        const simd::vf16 c3 = simd::lookup<B>(cent, chunk_idx<B, 3>(bytes));
+        for (int hh = 0; hh < GB; ++hh) {
+          const float* w = wr + hh * P + static_cast<std::size_t>(t64);
+          a[hh] = simd::fma(c0, simd::load(w), a[hh]);
+          a[hh] = simd::fma(c1, simd::load(w + 16), a[hh]);
+          a[hh] = simd::fma(c2, simd::load(w + 32), a[hh]);
+          a[hh] = simd::fma(c3, simd::load(w + 48), a[hh]);
+        }
+      }
+      for (int hh = 0; hh < GB; ++hh) simd::store(acc + hh * hstride + static_cast<std::size_t>(j) * 16u, a[hh]);
+    }
+  }
+#endif
 
   template <class Layout, int B, int GB>
   static void accumulate_group(const head_state& s, std::size_t gi, const std::uint8_t* page, int chunks, const float* wr,

@@ -71,6 +71,30 @@ struct bit_plane_layout {
     }
     return idx;
   }
+
+#if defined(BGTQ_SIMD_GFNI)
+  //! Codes of tokens [t0, t0+64) at coordinate j as 64 bytes, byte i = token t0+i
+  //! (t0 % 64 == 0). The B plane qwords are loaded into one register, vpermb groups
+  //! byte g of every plane into qword g (plane k at byte 7-k), and gf2p8affineqb with
+  //! the unit vectors transposes each 8x8 bit block: byte i of qword g gets bit i of
+  //! each plane, i.e. the code of token 8g+i.
+  template <int B>
+  BGTQ_FORCEINLINE static __m512i load64(const std::uint8_t* region, int P, int t0, int j) {
+    const std::size_t plane = static_cast<std::size_t>(P / 8);
+    const std::uint8_t* base = region + static_cast<std::size_t>(j) * B * plane + (t0 >> 3);
+    const __mmask8 m = static_cast<__mmask8>((1u << B) - 1u);
+    __m512i planes;
+    if (plane == 8) {
+      planes = _mm512_maskz_loadu_epi64(m, base);
+    } else {
+      const __m512i off = _mm512_mullo_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi64(static_cast<long long>(plane)));
+      planes = _mm512_mask_i64gather_epi64(_mm512_setzero_si512(), m, off, base, 1);
+    }
+    const __m512i perm = _mm512_set_epi8(7, 15, 23, 31, 39, 47, 55, 63, 6, 14, 22, 30, 38, 46, 54, 62, 5, 13, 21, 29, 37, 45, 53, 61, 4, 12, 20, 28, 36, 44, 52, 60, 3, 11, 19, 27, 35, 43, 51, 59, 2, 10, 18, 26, 34, 42, 50, 58, 1, 9, 17, 25, 33, 41, 49, 57, 0, 8, 16, 24, 32, 40, 48, 56);
+    const __m512i a = _mm512_permutexvar_epi8(perm, planes);
+    return _mm512_gf2p8affine_epi64_epi8(_mm512_set1_epi64(static_cast<long long>(0x8040201008040201ull)), a, 0);
+  }
+#endif
 };
 
 //! Token-major bit_tight rows (see the file comment).

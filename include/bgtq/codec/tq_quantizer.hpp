@@ -90,13 +90,16 @@ class tq_quantizer {
   //! @return errc::non_finite if any x_j is NaN or Inf (outputs untouched), else errc::ok.
   errc quantize(const float* x, std::uint8_t* codes, float& radius, encode_stats* st = nullptr) const {
     const int n = p_.dim;
-    if (!detail::all_finite(x, static_cast<std::size_t>(n))) return errc::non_finite;
+    // A finite sum of squares proves every x_j finite (NaN and Inf propagate); only an
+    // infinite or NaN sum needs the element-wise check (it may be a finite overflow).
+    const float ss = detail::sum_squares(x, n);
+    if (!std::isfinite(ss) && !detail::all_finite(x, static_cast<std::size_t>(n))) return errc::non_finite;
     if (st) ++st->vectors;
     if (p_.bits == 0) {
       radius = 0.0f;
       return errc::ok;
     }
-    float r = std::sqrt(detail::sum_squares(x, n));
+    float r = std::sqrt(ss);
     alignas(64) float y[max_codec_dim];
     const float* dir = x;  // the vector whose direction is quantized, of norm dir_norm
     float dir_norm = r;
@@ -145,7 +148,23 @@ class tq_quantizer {
       return;
     }
     alignas(64) float c[max_codec_dim];
-    for (int j = 0; j < n; ++j) c[j] = centroids_[codes[j]] * radius;
+    int j = 0;
+#if defined(BGTQ_SIMD_AVX512)
+    const __m512 rv = _mm512_set1_ps(radius);
+    if (p_.bits <= 4) {
+      const __m512 tab = _mm512_loadu_ps(centroids_.data());
+      for (; j + 16 <= n; j += 16) {
+        const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + j)));
+        _mm512_store_ps(c + j, _mm512_mul_ps(_mm512_permutexvar_ps(idx, tab), rv));
+      }
+    } else {
+      for (; j + 16 <= n; j += 16) {
+        const __m512i idx = _mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(codes + j)));
+        _mm512_store_ps(c + j, _mm512_mul_ps(_mm512_i32gather_ps(idx, centroids_.data(), 4), rv));
+      }
+    }
+#endif
+    for (; j < n; ++j) c[j] = centroids_[codes[j]] * radius;
     rot_.apply_transpose(c, x);
   }
 
@@ -201,7 +220,7 @@ class tq_quantizer {
 
  private:
   tq_params p_{};
-  any_rotation rot_{};
+  any_rotation rot_{rotation_kind::identity, 2, 0};
   std::vector<float> thresholds_;
   std::vector<float> centroids_;
   std::uint8_t zero_code_ = 0;

@@ -89,7 +89,21 @@ inline float sum_squares(const float* x, int n) {
 inline bool all_finite(const float* x, std::size_t n) {
   // exponent all-ones <=> Inf or NaN; OR-reduce the exponent test over the vector
   std::uint32_t bad = 0;
-  for (std::size_t j = 0; j < n; ++j) {
+  std::size_t j = 0;
+#if defined(BGTQ_SIMD_AVX512)
+  const __m512i e = _mm512_set1_epi32(0x7f800000);
+  __mmask16 m = 0;
+  for (; j + 16 <= n; j += 16)
+    m |= _mm512_cmpeq_epi32_mask(_mm512_and_si512(_mm512_loadu_si512(x + j), e), e);
+  bad = m;
+#elif defined(BGTQ_SIMD_AVX2)
+  const __m256i e = _mm256_set1_epi32(0x7f800000);
+  __m256i acc = _mm256_setzero_si256();
+  for (; j + 8 <= n; j += 8)
+    acc = _mm256_or_si256(acc, _mm256_cmpeq_epi32(_mm256_and_si256(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + j)), e), e));
+  bad = static_cast<std::uint32_t>(_mm256_movemask_epi8(acc));
+#endif
+  for (; j < n; ++j) {
     std::uint32_t u;
     __builtin_memcpy(&u, x + j, 4);
     bad |= static_cast<std::uint32_t>((u & 0x7f800000u) == 0x7f800000u);

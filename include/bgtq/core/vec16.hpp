@@ -237,19 +237,60 @@ BGTQ_FORCEINLINE vf16 to_float(vi16 a) {
 
 #endif
 
-//! exp(x) for x <= ~88, accurate to about 2 ulp, 0 for x < -87.3 (underflow), NaN for NaN, used for
-//! softmax weights. Cody-Waite range reduction and a degree-6 polynomial.
+//! exp(x) for x <= ~88, accurate to about 2 ulp, 0 for x < -87.3 (underflow), used for
+//! softmax weights. Cody-Waite range reduction x = n ln2 + r, a degree-6 polynomial in
+//! r, and 2^n built in the exponent bits. One definition per ISA, same arithmetic.
+#if defined(BGTQ_SIMD_AVX512)
 BGTQ_FORCEINLINE vf16 exp(vf16 x) {
-  alignas(64) float in[16], out[16];
-  store(in, x);
+  const __m512 lo = _mm512_set1_ps(-87.3f);
+  const __mmask16 under = _mm512_cmp_ps_mask(x.v, lo, _CMP_LT_OQ);
+  __m512 v = _mm512_min_ps(_mm512_max_ps(x.v, lo), _mm512_set1_ps(88.0f));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(v, _mm512_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693359375f), v);
+  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720.0f);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i e = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127)), 23);
+  return {_mm512_maskz_mul_ps(static_cast<__mmask16>(~under), p, _mm512_castsi512_ps(e))};
+}
+#elif defined(BGTQ_SIMD_AVX2)
+namespace detail {
+BGTQ_FORCEINLINE __m256 exp8(__m256 x) {
+  const __m256 lo = _mm256_set1_ps(-87.3f);
+  const __m256 under = _mm256_cmp_ps(x, lo, _CMP_LT_OQ);
+  __m256 v = _mm256_min_ps(_mm256_max_ps(x, lo), _mm256_set1_ps(88.0f));
+  const __m256 n = _mm256_round_ps(_mm256_mul_ps(v, _mm256_set1_ps(1.44269504088896341f)), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), v);
+  r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720.0f);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_andnot_ps(under, _mm256_mul_ps(p, _mm256_castsi256_ps(e)));
+}
+}  // namespace detail
+BGTQ_FORCEINLINE vf16 exp(vf16 x) { return {detail::exp8(x.lo), detail::exp8(x.hi)}; }
+#else
+BGTQ_FORCEINLINE vf16 exp(vf16 x) {
+  vf16 out;
   for (int l = 0; l < 16; ++l) {
-    float v = in[l];
-    if (!(v >= -87.3f)) {  // underflow gives 0; NaN stays NaN (and never reaches the int cast below)
-      out[l] = v < -87.3f ? 0.0f : v;
+    float v = x.x[l];
+    if (v < -87.3f) {
+      out.x[l] = 0.0f;
       continue;
     }
+    if (v != v) v = -87.3f;  // NaN: as the vector paths' max(x, -87.3); never a NaN-to-int cast
     if (v > 88.0f) v = 88.0f;
-    const float n = __builtin_floorf(v * 1.44269504088896341f + 0.5f);
+    const float n = __builtin_nearbyintf(v * 1.44269504088896341f);
     const float r = (v - n * 0.693359375f) - n * -2.12194440e-4f;
     float p = 1.0f / 720.0f;
     p = p * r + 1.0f / 120.0f;
@@ -258,13 +299,13 @@ BGTQ_FORCEINLINE vf16 exp(vf16 x) {
     p = p * r + 0.5f;
     p = p * r + 1.0f;
     p = p * r + 1.0f;
-    const std::int32_t e = static_cast<std::int32_t>(n) + 127;
-    std::uint32_t bits = static_cast<std::uint32_t>(e) << 23;
+    const std::uint32_t bits = static_cast<std::uint32_t>(static_cast<std::int32_t>(n) + 127) << 23;
     float s;
     std::memcpy(&s, &bits, 4);
-    out[l] = p * s;
+    out.x[l] = p * s;
   }
-  return load(out);
+  return out;
 }
+#endif
 
 }  // namespace bgtq::simd

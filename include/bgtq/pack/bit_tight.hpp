@@ -10,8 +10,13 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 
 #include "../config.hpp"
+
+#if defined(__BMI2__) && !defined(__CUDACC__)
+#include <immintrin.h>
+#endif
 
 namespace bgtq {
 
@@ -58,7 +63,14 @@ struct bit_tight {
       const std::uint32_t cmask = (1u << b) - 1u;
       for (; j + 8 <= n; j += 8) {
         std::uint64_t w = 0;
+#if defined(__BMI2__) && !BGTQ_DEVICE_PASS
+        // 8 codes, one per byte -> their low b bits side by side
+        std::uint64_t bytes;
+        std::memcpy(&bytes, codes + j, 8);
+        w = _pext_u64(bytes, 0x0101010101010101ull * cmask);
+#else
         for (int k = 0; k < 8; ++k) w |= static_cast<std::uint64_t>(codes[j + k] & cmask) << (k * b);
+#endif
         std::uint8_t* dst = base + (j / 8) * static_cast<std::size_t>(b);
         for (int k = 0; k < b; ++k) dst[k] = static_cast<std::uint8_t>(w >> (8 * k));
       }
@@ -77,7 +89,12 @@ struct bit_tight {
         const std::uint8_t* src = in + (j / 8) * static_cast<std::size_t>(b);
         std::uint64_t w = 0;
         for (int k = 0; k < b; ++k) w |= static_cast<std::uint64_t>(src[k]) << (8 * k);
+#if defined(__BMI2__) && !BGTQ_DEVICE_PASS
+        const std::uint64_t bytes = _pdep_u64(w, 0x0101010101010101ull * mask);
+        std::memcpy(codes + j, &bytes, 8);
+#else
         for (int k = 0; k < 8; ++k) codes[j + k] = static_cast<std::uint8_t>((w >> (k * b)) & mask);
+#endif
       }
     }
     for (; j < n; ++j) codes[j] = static_cast<std::uint8_t>(get(in, j, b, bit_offset));

@@ -6,6 +6,7 @@
 //! A plan is run-time data: one cache and one kernel launch serve every head of a layer.
 //! Serialisation (versioned, checksummed binary + JSON) lives in plan/plan_io.hpp.
 
+#include <cmath>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -152,9 +153,19 @@ inline void validate(const plan& p) {
   BGTQ_REQUIRE(p.layers >= 1 && p.layers <= 4096, errc::invalid_argument, "plan: layers = " + std::to_string(p.layers));
   BGTQ_REQUIRE(p.kv_heads >= 1 && p.kv_heads <= 4096, errc::invalid_argument,
                "plan: kv_heads = " + std::to_string(p.kv_heads));
-  BGTQ_REQUIRE(p.q_heads >= p.kv_heads && p.q_heads % p.kv_heads == 0 && p.q_heads <= 65536, errc::invalid_argument,
+  BGTQ_REQUIRE(p.q_heads >= p.kv_heads && p.q_heads % p.kv_heads == 0, errc::invalid_argument,
                "plan: q_heads = " + std::to_string(p.q_heads) + " is not a multiple of kv_heads = " +
                    std::to_string(p.kv_heads));
+  BGTQ_REQUIRE(p.q_heads <= 65536, errc::invalid_argument, "plan: q_heads = " + std::to_string(p.q_heads) + " > 65536");
+  BGTQ_REQUIRE(static_cast<unsigned>(p.rope.pairing) <= 1u, errc::invalid_argument, "plan: unknown RoPE pairing");
+  BGTQ_REQUIRE(static_cast<unsigned>(p.codebook) <= 2u, errc::invalid_argument, "plan: unknown codebook kind");
+  BGTQ_REQUIRE(static_cast<unsigned>(p.key_radius) <= 1u && static_cast<unsigned>(p.value_radius) <= 1u,
+               errc::invalid_argument, "plan: unknown radius format");
+  BGTQ_REQUIRE(static_cast<unsigned>(p.scope) <= 2u, errc::invalid_argument, "plan: unknown allocation scope");
+  BGTQ_REQUIRE(static_cast<unsigned>(p.distortion) <= 1u, errc::invalid_argument, "plan: unknown distortion law");
+  BGTQ_REQUIRE(static_cast<unsigned>(p.value_rotation) <= 3u, errc::invalid_argument, "plan: unknown value rotation");
+  BGTQ_REQUIRE(std::isfinite(p.avg_bits) && p.avg_bits >= 0.0, errc::invalid_argument, "plan: avg_bits is not finite and >= 0");
+  BGTQ_REQUIRE(p.calib_tokens >= 0, errc::invalid_argument, "plan: calib_tokens < 0");
   p.rope.validate();
   BGTQ_REQUIRE(p.rope.head_dim <= 1024, errc::invalid_argument, "plan: head_dim > 1024");
   BGTQ_REQUIRE(p.b_min >= 0 && p.b_min <= p.b_max && p.b_max <= 8, errc::invalid_argument,
@@ -168,6 +179,9 @@ inline void validate(const plan& p) {
   BGTQ_REQUIRE(p.value_seeds.size() == nh, errc::invalid_argument, "plan: value_seeds has the wrong size");
   BGTQ_REQUIRE(p.scores.size() == nh * static_cast<std::size_t>(L), errc::invalid_argument,
                "plan: scores has the wrong size");
+  for (std::size_t i = 0; i < p.scores.size(); ++i)
+    BGTQ_REQUIRE(std::isfinite(p.scores[i]) && p.scores[i] >= 0.0, errc::invalid_argument,
+                 "plan: scores[" + std::to_string(i) + "] (an energy) is negative or not finite");
   for (int l = 0; l < p.layers; ++l) {
     for (int h = 0; h < p.kv_heads; ++h) {
       const head_plan& hp = p.head(l, h);

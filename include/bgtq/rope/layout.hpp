@@ -33,13 +33,14 @@ inline rope_pairing parse_rope_pairing(const std::string& s) {
 struct rope_layout {
   int head_dim = 0;                                  //!< D, even, >= 2
   rope_pairing pairing = rope_pairing::interleaved;  //!< convention of the rotary dims
-  int rotary_dim = 0;                                //!< R, even, 0 <= R <= D (0 in the ctor means D)
+  int rotary_dim = 0;                                //!< R, even, 0 <= R <= D (0: no block rotates)
   double base = 10000.0;                             //!< RoPE base (theta_i = base^(-2i/R))
 
   rope_layout() = default;
+  //! Full rotary (R = D) unless `r` is given; r = 0 means no block rotates.
   //! @throws bgtq::error(invalid_argument) unless D is even and >= 2 and R is even in [0, D].
-  rope_layout(int d, rope_pairing p, int r = 0, double b = 10000.0)
-      : head_dim(d), pairing(p), rotary_dim(r == 0 ? d : r), base(b) {
+  rope_layout(int d, rope_pairing p, int r = -1, double b = 10000.0)
+      : head_dim(d), pairing(p), rotary_dim(r < 0 ? d : r), base(b) {
     validate();
   }
 

@@ -1,0 +1,170 @@
+// Decode attention against the double-precision reference, for every codec, on awkward
+// sizes, GQA ratios, batches, fp16 windows and page boundaries. Tolerance: 1e-4 relative
+// to the largest output magnitude (fp32 accumulation vs double).
+#include <catch2/catch.hpp>
+
+#include <bgtq/attention/decode.hpp>
+#include <bgtq/attention/reference.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <span>
+
+#include "cache_fixtures.hpp"
+
+using namespace bgtq_test;
+
+namespace {
+
+struct case_spec {
+  int D, T, gqa, batch, sink, recent;
+};
+
+template <class Cache>
+double max_rel_error(Cache& cache, const case_spec& cs, std::uint64_t seed) {
+  const auto& cfg = cache.config();
+  const int Hkv = cfg.kv_heads, Hq = cfg.q_heads, D = cfg.head_dim, L = cfg.layers;
+  std::vector<int> seqs;
+  bgtq::counter_rng lens(seed);
+  for (int b = 0; b < cs.batch; ++b) {
+    const int s = cache.add_sequence();
+    seqs.push_back(s);
+    const int T = cs.batch == 1 ? cs.T : 1 + static_cast<int>(lens.below(static_cast<std::uint32_t>(cs.T)));
+    std::vector<float> k(static_cast<std::size_t>(T) * Hkv * D), v(k.size());
+    fill_normal(k, seed * 31 + static_cast<std::uint64_t>(b), 1.0f);
+    fill_normal(v, seed * 37 + static_cast<std::uint64_t>(b), 1.0f);
+    for (int l = 0; l < L; ++l) {
+      int done = 0;  // append in uneven chunks to cross page and block boundaries
+      while (done < T) {
+        const int n = std::min(T - done, 1 + static_cast<int>(lens.below(70)));
+        cache.append(s, l, k.data() + static_cast<std::size_t>(done) * Hkv * D, v.data() + static_cast<std::size_t>(done) * Hkv * D, n);
+        done += n;
+      }
+    }
+  }
+  std::vector<float> q(static_cast<std::size_t>(cs.batch) * Hq * D), out(q.size(), NAN), ref(static_cast<std::size_t>(Hq) * D);
+  fill_normal(q, seed * 41, 1.5f);
+  bgtq::attention_workspace ws(cache);
+  double worst = 0;
+  for (int l = 0; l < L; ++l) {
+    bgtq::decode_attention(cache, l, std::span<const int>(seqs), q.data(), out.data(), ws);
+    for (int b = 0; b < cs.batch; ++b) {
+      bgtq::reference_attention(cache, l, seqs[static_cast<std::size_t>(b)], q.data() + static_cast<std::size_t>(b) * Hq * D, ref.data());
+      double mag = 0, err = 0;
+      for (int i = 0; i < Hq * D; ++i) {
+        const double o = out[static_cast<std::size_t>(b) * Hq * D + static_cast<std::size_t>(i)];
+        REQUIRE(std::isfinite(o));
+        mag = std::max(mag, std::fabs(static_cast<double>(ref[static_cast<std::size_t>(i)])));
+        err = std::max(err, std::fabs(o - ref[static_cast<std::size_t>(i)]));
+      }
+      worst = std::max(worst, err / std::max(mag, 1e-30));
+    }
+  }
+  return worst;
+}
+
+template <class Maker, class Layout = bgtq::bit_plane_layout>
+void run_matrix(const std::vector<case_spec>& cases) {
+  std::uint64_t seed = 100;
+  for (const auto& cs : cases) {
+    const int Hkv = 2;
+    const auto cfg = small_config(2, Hkv, Hkv * cs.gqa, cs.D, 2 * cs.batch * ((cs.T + 63) / 64 + 1), cs.sink, cs.recent);
+    auto cache = Maker::template build<Layout>(cfg, ++seed);
+    const double e = max_rel_error(cache, cs, seed);
+    INFO(Maker::name << " " << Layout::name << " D=" << cs.D << " T=" << cs.T << " gqa=" << cs.gqa << " batch=" << cs.batch
+                     << " sink=" << cs.sink << " recent=" << cs.recent << " rel err=" << e);
+    CHECK(e < 1e-4);
+  }
+}
+
+const std::vector<case_spec> k_cases = {
+    {8, 1, 1, 1, 0, 0},    {8, 54, 2, 1, 0, 0},   {64, 97, 4, 1, 0, 0},   {128, 1000, 8, 1, 0, 0},
+    {128, 97, 4, 1, 4, 0}, {64, 130, 2, 1, 0, 9}, {8, 300, 1, 1, 3, 40}, {128, 200, 4, 17, 0, 0},
+    {64, 70, 8, 17, 2, 3},
+};
+
+}  // namespace
+
+TEST_CASE("decode attention matches the reference: Block-GTQ", "[attention]") { run_matrix<make_bgtq>(k_cases); }
+TEST_CASE("decode attention matches the reference: uniform TQ-MSE", "[attention]") { run_matrix<make_tq>(k_cases); }
+TEST_CASE("decode attention matches the reference: fp16", "[attention]") { run_matrix<make_fp16>(k_cases); }
+TEST_CASE("decode attention matches the reference: KIVI", "[attention]") { run_matrix<make_kivi>(k_cases); }
+TEST_CASE("decode attention matches the reference: token-major layout", "[attention]") {
+  const std::vector<case_spec> few = {{8, 54, 2, 1, 0, 0}, {64, 97, 4, 3, 2, 5}, {128, 300, 8, 1, 0, 0}};
+  run_matrix<make_bgtq, bgtq::token_major_layout>(few);
+  run_matrix<make_kivi, bgtq::token_major_layout>(few);
+}
+
+TEST_CASE("decode attention is exact in edge cases", "[attention]") {
+  const int D = 64, Hkv = 1, Hq = 4;
+  SECTION("one key: the output is that value") {
+    auto cache = make_fp16::build(small_config(1, Hkv, Hq, D, 2), 1);
+    const int s = cache.add_sequence();
+    std::vector<float> k(D), v(D), q(static_cast<std::size_t>(Hq) * D), out(q.size());
+    fill_normal(k, 1);
+    fill_normal(v, 2);
+    fill_normal(q, 3, 50.0f);
+    cache.append(s, 0, k.data(), v.data(), 1);
+    bgtq::attention_workspace ws(cache);
+    const int seqs[1] = {s};
+    bgtq::decode_attention(cache, 0, std::span<const int>(seqs, 1), q.data(), out.data(), ws);
+    std::vector<float> vd(D);
+    cache.decode_value(s, 0, 0, 0, vd.data());
+    for (int g = 0; g < Hq; ++g)
+      for (int j = 0; j < D; ++j) REQUIRE(out[static_cast<std::size_t>(g) * D + j] == Approx(vd[j]).epsilon(1e-6));
+  }
+  SECTION("zero query and all-equal logits: the output is the mean value") {
+    auto cache = make_bgtq::build(small_config(1, Hkv, Hq, D, 4), 2);
+    const int s = cache.add_sequence();
+    const int T = 150;
+    std::vector<float> k(static_cast<std::size_t>(T) * D), v(k.size()), q(static_cast<std::size_t>(Hq) * D, 0.0f), out(q.size());
+    fill_normal(k, 4);
+    fill_normal(v, 5);
+    cache.append(s, 0, k.data(), v.data(), T);
+    bgtq::attention_workspace ws(cache);
+    const int seqs[1] = {s};
+    bgtq::decode_attention(cache, 0, std::span<const int>(seqs, 1), q.data(), out.data(), ws);
+    std::vector<double> mean(D, 0.0);
+    std::vector<float> vd(D);
+    for (int t = 0; t < T; ++t) {
+      cache.decode_value(s, 0, 0, t, vd.data());
+      for (int j = 0; j < D; ++j) mean[static_cast<std::size_t>(j)] += vd[static_cast<std::size_t>(j)] / T;
+    }
+    for (int g = 0; g < Hq; ++g)
+      for (int j = 0; j < D; ++j) REQUIRE(out[static_cast<std::size_t>(g) * D + j] == Approx(mean[static_cast<std::size_t>(j)]).margin(1e-5));
+  }
+  SECTION("very large logits do not overflow the online softmax") {
+    auto cache = make_bgtq::build(small_config(1, Hkv, Hq, D, 8), 3);
+    const int s = cache.add_sequence();
+    const int T = 300;
+    std::vector<float> k(static_cast<std::size_t>(T) * D), v(k.size()), q(static_cast<std::size_t>(Hq) * D), out(q.size()), ref(q.size());
+    fill_normal(k, 6, 30.0f);  // logits in the thousands
+    fill_normal(v, 7);
+    fill_normal(q, 8, 30.0f);
+    cache.append(s, 0, k.data(), v.data(), T);
+    bgtq::attention_workspace ws(cache);
+    const int seqs[1] = {s};
+    bgtq::decode_attention(cache, 0, std::span<const int>(seqs, 1), q.data(), out.data(), ws);
+    bgtq::reference_attention(cache, 0, s, q.data(), ref.data());
+    for (std::size_t i = 0; i < out.size(); ++i) {
+      REQUIRE(std::isfinite(out[i]));
+      REQUIRE(out[i] == Approx(ref[i]).margin(1e-4));
+    }
+  }
+}
+
+TEST_CASE("decode attention rejects bad calls without crashing", "[attention]") {
+  auto cache = make_fp16::build(small_config(1, 2, 4, 8, 2), 1);
+  const int s = cache.add_sequence();
+  bgtq::attention_workspace ws(cache);
+  std::vector<float> q(4 * 8, 1.0f), out(q.size());
+  const int empty[1] = {s};
+  REQUIRE_THROWS_AS(bgtq::decode_attention(cache, 0, std::span<const int>(empty, 1), q.data(), out.data(), ws), bgtq::error);
+  const int missing[1] = {s + 5};
+  REQUIRE_THROWS_AS(bgtq::decode_attention(cache, 0, std::span<const int>(missing, 1), q.data(), out.data(), ws), bgtq::error);
+  auto other = make_fp16::build(small_config(1, 2, 8, 8, 2), 1);
+  bgtq::attention_workspace wrong(other);
+  std::vector<float> k(2 * 8, 1.0f);
+  cache.append(s, 0, k.data(), k.data(), 1);
+  REQUIRE_THROWS_AS(bgtq::decode_attention(cache, 0, std::span<const int>(empty, 1), q.data(), out.data(), wrong), bgtq::error);
+}

@@ -1,0 +1,216 @@
+// The paged KV cache: positions, windows, page reuse, capacity errors that leave the
+// cache unchanged, the non-finite policy, and exact memory accounting.
+#include <catch2/catch.hpp>
+
+#include <bgtq/cache/factory.hpp>
+
+#include <cmath>
+#include <limits>
+
+#include "cache_fixtures.hpp"
+
+using namespace bgtq_test;
+
+namespace {
+std::vector<float> rows(int T, int H, int D, std::uint64_t seed, float sigma = 1.0f) {
+  std::vector<float> x(static_cast<std::size_t>(T) * H * D);
+  fill_normal(x, seed, sigma);
+  return x;
+}
+}  // namespace
+
+TEST_CASE("fp16 cache returns every token at its position through sink, pages and recent window", "[cache]") {
+  for (int sink : {0, 3}) {
+    for (int recent : {0, 5, 70}) {
+      const int D = 8, H = 2, T = 200;
+      auto cache = make_fp16::build(small_config(2, H, 4, D, 8, sink, recent), 1);
+      const int s = cache.add_sequence();
+      const auto k = rows(T, H, D, 11), v = rows(T, H, D, 12);
+      for (int l = 0; l < 2; ++l) {
+        int done = 0;
+        for (int n : {1, 63, 2, 70, 64}) {
+          cache.append(s, l, k.data() + static_cast<std::size_t>(done) * H * D, v.data() + static_cast<std::size_t>(done) * H * D, n);
+          done += n;
+        }
+        REQUIRE(done == T);
+        REQUIRE(cache.length(s, l) == T);
+      }
+      const auto view = cache.view(s, 1);
+      REQUIRE(view.sink == sink);
+      REQUIRE(view.tail == recent);
+      REQUIRE(view.quantized == T - sink - recent);
+      std::vector<float> x(D);
+      for (int t = 0; t < T; ++t)
+        for (int h = 0; h < H; ++h) {
+          cache.decode_key(s, 1, h, t, x.data());
+          for (int j = 0; j < D; ++j) {
+            const float want = bgtq::half_bits_to_float(bgtq::float_to_half_bits(k[(static_cast<std::size_t>(t) * H + h) * D + j]));
+            INFO("sink " << sink << " recent " << recent << " t " << t << " h " << h << " j " << j);
+            REQUIRE(x[static_cast<std::size_t>(j)] == want);
+          }
+        }
+    }
+  }
+}
+
+TEST_CASE("KIVI keys wait in the fp16 window until a 32-token block is complete", "[cache]") {
+  const int D = 16, H = 1;
+  auto cache = make_kivi::build(small_config(1, H, 2, D, 4), 4);
+  const int s = cache.add_sequence();
+  const auto k = rows(100, H, D, 3), v = rows(100, H, D, 4);
+  cache.append(s, 0, k.data(), v.data(), 31);
+  REQUIRE(cache.view(s, 0).quantized == 0);
+  REQUIRE(cache.view(s, 0).tail == 31);
+  cache.append(s, 0, k.data() + 31 * D, v.data() + 31 * D, 1);
+  REQUIRE(cache.view(s, 0).quantized == 32);
+  REQUIRE(cache.view(s, 0).tail == 0);
+  cache.append(s, 0, k.data() + 32 * D, v.data() + 32 * D, 68);
+  REQUIRE(cache.view(s, 0).quantized == 96);
+  REQUIRE(cache.view(s, 0).tail == 4);
+}
+
+TEST_CASE("freeing a sequence returns its pages and appending reuses them", "[cache]") {
+  const int D = 64, H = 2;
+  auto cache = make_bgtq::build(small_config(2, H, 4, D, 6), 5);
+  const auto k = rows(192, H, D, 7), v = rows(192, H, D, 8);
+  const int a = cache.add_sequence();
+  for (int l = 0; l < 2; ++l) cache.append(a, l, k.data(), v.data(), 192);
+  REQUIRE(cache.pages_used() == 3);
+  REQUIRE(cache.bytes_used() == 3 * cache.page_bytes());
+  const int b = cache.add_sequence();
+  for (int l = 0; l < 2; ++l) cache.append(b, l, k.data(), v.data(), 130);
+  REQUIRE(cache.pages_used() == 6);
+  REQUIRE(cache.pages_free() == 0);
+  cache.free_sequence(a);
+  REQUIRE(cache.pages_used() == 3);
+  REQUIRE_FALSE(cache.has_sequence(a));
+  const int c = cache.add_sequence();
+  REQUIRE(c == a);  // ids are reused
+  for (int l = 0; l < 2; ++l) cache.append(c, l, k.data(), v.data(), 192);
+  REQUIRE(cache.pages_free() == 0);
+  // the reused pages hold the new sequence's data: decode equals a fresh cache's decode
+  auto fresh = make_bgtq::build(small_config(2, H, 4, D, 6), 5);
+  const int f = fresh.add_sequence();
+  for (int l = 0; l < 2; ++l) fresh.append(f, l, k.data(), v.data(), 192);
+  std::vector<float> x(D), y(D);
+  for (int t = 0; t < 192; t += 7) {
+    cache.decode_key(c, 1, 1, t, x.data());
+    fresh.decode_key(f, 1, 1, t, y.data());
+    REQUIRE(x == y);
+    cache.decode_value(c, 0, 0, t, x.data());
+    fresh.decode_value(f, 0, 0, t, y.data());
+    REQUIRE(x == y);
+  }
+}
+
+TEST_CASE("running out of pages is an error that leaves the cache unchanged", "[cache]") {
+  const int D = 8, H = 1;
+  auto cache = make_bgtq::build(small_config(1, H, 1, D, 2), 6);
+  const int s = cache.add_sequence();
+  const auto k = rows(200, H, D, 9), v = rows(200, H, D, 10);
+  cache.append(s, 0, k.data(), v.data(), 100);
+  const auto used = cache.bytes_used();
+  const auto pages = cache.pages_free();
+  std::vector<float> before(D), after(D);
+  cache.decode_key(s, 0, 0, 99, before.data());
+  try {
+    cache.append(s, 0, k.data(), v.data(), 100);  // needs a third page
+    FAIL("no error");
+  } catch (const bgtq::error& e) {
+    REQUIRE(e.code() == bgtq::errc::capacity_exhausted);
+    REQUIRE(std::string(e.what()).find("nothing was appended") != std::string::npos);
+  }
+  REQUIRE(cache.length(s, 0) == 100);
+  REQUIRE(cache.bytes_used() == used);
+  REQUIRE(cache.pages_free() == pages);
+  cache.decode_key(s, 0, 0, 99, after.data());
+  REQUIRE(before == after);
+  cache.append(s, 0, k.data(), v.data(), 28);  // exactly fills two pages
+  REQUIRE(cache.length(s, 0) == 128);
+}
+
+TEST_CASE("non-finite keys are rejected by default and zeroed when asked", "[cache]") {
+  const int D = 8, H = 2;
+  auto k = rows(3, H, D, 1), v = rows(3, H, D, 2);
+  k[(1 * H + 1) * D + 3] = std::numeric_limits<float>::quiet_NaN();
+  {
+    auto cache = make_bgtq::build(small_config(1, H, 2, D, 2), 1);
+    const int s = cache.add_sequence();
+    try {
+      cache.append(s, 0, k.data(), v.data(), 3);
+      FAIL("no error");
+    } catch (const bgtq::error& e) {
+      REQUIRE(e.code() == bgtq::errc::non_finite);
+      REQUIRE(std::string(e.what()).find("token 1") != std::string::npos);
+      REQUIRE(std::string(e.what()).find("kv_head 1") != std::string::npos);
+    }
+    REQUIRE(cache.length(s, 0) == 0);
+    REQUIRE(cache.pages_used() == 0);
+  }
+  {
+    auto cfg = small_config(1, H, 2, D, 2);
+    cfg.nonfinite = bgtq::nonfinite_policy::zero;
+    auto cache = make_bgtq::build(cfg, 1);
+    const int s = cache.add_sequence();
+    cache.append(s, 0, k.data(), v.data(), 3);
+    REQUIRE(cache.stats().nonfinite == 1);
+    std::vector<float> x(D);
+    cache.decode_key(s, 0, 1, 1, x.data());
+    for (float f : x) REQUIRE(f == 0.0f);
+    cache.decode_key(s, 0, 0, 1, x.data());
+    bool nonzero = false;
+    for (float f : x) nonzero |= (f != 0.0f);
+    REQUIRE(nonzero);
+  }
+}
+
+TEST_CASE("bad ids, layers and shapes are errors", "[cache]") {
+  auto cache = make_fp16::build(small_config(2, 2, 4, 8, 2), 1);
+  std::vector<float> k(2 * 8, 1.0f);
+  REQUIRE_THROWS_AS(cache.append(0, 0, k.data(), k.data(), 1), bgtq::error);  // no sequence yet
+  const int s = cache.add_sequence();
+  REQUIRE_THROWS_AS(cache.append(s, 2, k.data(), k.data(), 1), bgtq::error);
+  REQUIRE_THROWS_AS(cache.append(s, -1, k.data(), k.data(), 1), bgtq::error);
+  REQUIRE_THROWS_AS(cache.append(s, 0, k.data(), k.data(), -1), bgtq::error);
+  REQUIRE_THROWS_AS(cache.free_sequence(s + 1), bgtq::error);
+  auto cfg = small_config(2, 2, 4, 8, 2);
+  cfg.page_tokens = 48;  // not a multiple of 64 for the bit-plane layout
+  REQUIRE_THROWS_AS(make_fp16::build(cfg, 1), bgtq::error);
+  cfg = small_config(2, 2, 3, 8, 2);  // q_heads not a multiple of kv_heads
+  REQUIRE_THROWS_AS(make_fp16::build(cfg, 1), bgtq::error);
+  // codec states that do not match the shape
+  REQUIRE_THROWS_AS(bgtq::fp16_cache<>(small_config(2, 2, 4, 8, 2), bgtq::fp16_states(1, 2, 8), bgtq::fp16_states(1, 2, 8)),
+                    bgtq::error);
+  REQUIRE_THROWS_AS(bgtq::fp16_cache<>(small_config(2, 2, 4, 8, 2), bgtq::fp16_states(2, 2, 16), bgtq::fp16_states(2, 2, 16)),
+                    bgtq::error);
+}
+
+TEST_CASE("memory accounting is exact", "[cache]") {
+  const int D = 128, H = 8, L = 2;
+  const auto p = random_plan(L, H, 32, D, bgtq::rope_pairing::half, 3, 3, 3, 9);
+  auto cache = bgtq::make_bgtq_cache(p, small_config(L, H, 32, D, 4, 2, 3));
+  // K3V3 at D = 128, one group: 48 B codes + 2 B radius for K and for V = 100 B per token,
+  // padded per page part to 64-byte multiples: 64 * 50 = 3200 B -> 3200 B (already aligned)
+  REQUIRE(cache.bytes_per_token(0, 0) == Approx(100.0));
+  REQUIRE(cache.page_bytes() == static_cast<std::size_t>(L * H) * 64u * 100u);
+  const int s = cache.add_sequence();
+  const auto k = rows(69, H, D, 1), v = rows(69, H, D, 2);
+  for (int l = 0; l < L; ++l) cache.append(s, l, k.data(), v.data(), 69);
+  // 2 sink + 3 recent tokens in fp16 (K and V, every layer and head) + one page
+  const std::size_t window = 5u * L * H * D * 2u * 2u;
+  REQUIRE(cache.bytes_used() == cache.page_bytes() + window);
+  REQUIRE(cache.bytes_reserved() >= cache.bytes_used());
+  REQUIRE(cache.stats().vectors == static_cast<std::uint64_t>(64 * L * H));
+}
+
+TEST_CASE("fp16 radii that would overflow are clamped and counted", "[cache]") {
+  const int D = 8, H = 1;
+  auto cache = make_tq::build(small_config(1, H, 1, D, 2), 1);
+  const int s = cache.add_sequence();
+  std::vector<float> k(D, 40000.0f), v(D, 1.0f);  // |k| = 113137 > 65504
+  cache.append(s, 0, k.data(), v.data(), 1);
+  REQUIRE(cache.stats().clamped_radii >= 1);
+  std::vector<float> x(D);
+  cache.decode_key(s, 0, 0, 0, x.data());
+  for (float f : x) REQUIRE(std::isfinite(f));
+}

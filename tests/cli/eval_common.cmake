@@ -1,0 +1,30 @@
+# Shared by the eval CLI tests: run bgtq, check exit codes, and compare Block-GTQ with
+# uniform TQ-MSE layer by layer in an eval JSON.
+function(bgtq_run out_var err_var rc_var)
+  execute_process(COMMAND ${BGTQ} ${ARGN} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  set(${out_var} "${out}" PARENT_SCOPE)
+  set(${err_var} "${err}" PARENT_SCOPE)
+  set(${rc_var} "${rc}" PARENT_SCOPE)
+endfunction()
+
+function(bgtq_expect_rc rc want what err)
+  if(NOT rc EQUAL want)
+    message(FATAL_ERROR "${what}: exit code ${rc}, expected ${want}; stderr: ${err}")
+  endif()
+endfunction()
+
+# Fails unless bgtq@B has a lower logit MAE than tq@B in every layer of eval JSON `json`.
+function(bgtq_expect_wins json bits what)
+  string(JSON nl LENGTH "${json}" layers)
+  math(EXPR last "${nl} - 1")
+  foreach(b IN LISTS bits)
+    foreach(l RANGE 0 ${last})
+      string(JSON tq GET "${json}" layers ${l} results "tq@${b}" logit_mae)
+      string(JSON bg GET "${json}" layers ${l} results "bgtq@${b}" logit_mae)
+      if(NOT bg LESS tq)
+        message(FATAL_ERROR "${what}: layer ${l} at ${b} bits: Block-GTQ logit MAE ${bg} is not below TQ-MSE ${tq}")
+      endif()
+      message(STATUS "${what}: layer ${l} @${b} bits: tq ${tq} bgtq ${bg}")
+    endforeach()
+  endforeach()
+endfunction()

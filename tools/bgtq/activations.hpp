@@ -1,0 +1,70 @@
+#pragma once
+// Loading Q/K/V activation dumps (.npy, [L,T,H,D] or [T,H,D]) for calibrate and eval,
+// with the shape checks every command needs.
+#include <bgtq/io/npy.hpp>
+
+#include <string>
+
+#include "cli.hpp"
+
+namespace bgtq::cli {
+
+//! One activation array viewed as [layers][tokens][heads][dim].
+struct activation_file {
+  std::string path;
+  npy_array a;
+  int layers = 0, tokens = 0, heads = 0, dim = 0;
+  const float* layer(int l) const {
+    return a.data.data() + static_cast<std::size_t>(l) * tokens * heads * dim;
+  }
+};
+
+//! Reads a 3-D or 4-D array, checks it is finite, and names the file in every error.
+inline activation_file load_activations(const std::string& path, const char* what) {
+  activation_file f;
+  f.path = path;
+  f.a = read_npy(path);
+  const auto& s = f.a.shape;
+  if (s.size() == 3) {
+    f.layers = 1;
+    f.tokens = static_cast<int>(s[0]);
+    f.heads = static_cast<int>(s[1]);
+    f.dim = static_cast<int>(s[2]);
+  } else if (s.size() == 4) {
+    f.layers = static_cast<int>(s[0]);
+    f.tokens = static_cast<int>(s[1]);
+    f.heads = static_cast<int>(s[2]);
+    f.dim = static_cast<int>(s[3]);
+  } else {
+    fail(errc::shape_mismatch, path + ": " + what + " must be [L,T,H,D] or [T,H,D], got a " + std::to_string(s.size()) +
+                                   "-D array");
+  }
+  for (std::size_t d : s)
+    BGTQ_REQUIRE(d >= 1 && d <= (1u << 24), errc::shape_mismatch, path + ": a dimension is 0 or absurdly large");
+  BGTQ_REQUIRE(f.dim >= 2 && f.dim % 2 == 0, errc::shape_mismatch,
+               path + ": head_dim " + std::to_string(f.dim) + " is not even (RoPE pairs dims)");
+  require_finite(f.a, path);
+  return f;
+}
+
+//! Checks that K (and V) match Q: layers, tokens, dim, and Hq a multiple of Hkv.
+inline void check_qkv(const activation_file& q, const activation_file& k, const activation_file* v) {
+  auto same = [&](const activation_file& x, const char* what) {
+    BGTQ_REQUIRE(x.layers == q.layers && x.tokens == q.tokens && x.dim == q.dim, errc::shape_mismatch,
+                 x.path + ": " + what + " has shape [L=" + std::to_string(x.layers) + ",T=" + std::to_string(x.tokens) +
+                     ",H=" + std::to_string(x.heads) + ",D=" + std::to_string(x.dim) + "] but " + q.path + " has [L=" +
+                     std::to_string(q.layers) + ",T=" + std::to_string(q.tokens) + ",H=" + std::to_string(q.heads) +
+                     ",D=" + std::to_string(q.dim) + "]");
+  };
+  same(k, "K");
+  BGTQ_REQUIRE(q.heads % k.heads == 0, errc::shape_mismatch,
+               "query heads " + std::to_string(q.heads) + " (" + q.path + ") are not a multiple of KV heads " +
+                   std::to_string(k.heads) + " (" + k.path + ")");
+  if (v) {
+    same(*v, "V");
+    BGTQ_REQUIRE(v->heads == k.heads, errc::shape_mismatch,
+                 v->path + ": V has " + std::to_string(v->heads) + " heads but K has " + std::to_string(k.heads));
+  }
+}
+
+}  // namespace bgtq::cli

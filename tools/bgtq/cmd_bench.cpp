@@ -1,0 +1,229 @@
+// bgtq bench encode|attention: throughput next to a floor measured in the same run.
+#include <bgtq/attention/decode.hpp>
+#include <bgtq/bench/timing.hpp>
+#include <bgtq/cache/factory.hpp>
+#include <bgtq/codec/tq_codec.hpp>
+#include <bgtq/io/json.hpp>
+#include <bgtq/plan/build.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli.hpp"
+
+namespace {
+
+using namespace bgtq;
+
+struct encode_row {
+  std::string rotation;
+  int bits, dim;
+  double enc_gbps, dec_gbps;
+};
+
+int bench_encode(cli::args& a) {
+  const bool json = a.flag("json");
+  const int dim = static_cast<int>(a.get_int("dim", 128, 2, max_codec_dim));
+  const auto bits_list = a.get_list("bits", "2,3,4");
+  const auto rot_list = a.get_list("rotations", "hadamard,structured,haar");
+  const double mb = a.get_double("mb", 64, 1, 4096);
+  const int reps = static_cast<int>(a.get_int("reps", 5, 1, 1000));
+  a.finish();
+  const std::size_t count = static_cast<std::size_t>(mb * (1 << 20) / (4.0 * dim));
+  std::vector<float> x(count * static_cast<std::size_t>(dim));
+  counter_rng r(1);
+  for (auto& v : x) v = static_cast<float>(r.normal());
+  cli::progress("[bench encode] copy bandwidth ...");
+  const double copy = bench::copy_bandwidth_gbps();
+  std::vector<encode_row> rows;
+  for (const auto& rs : rot_list) {
+    const rotation_kind rk = parse_rotation_kind(rs);
+    if (rk == rotation_kind::hadamard && (dim & (dim - 1)) != 0) continue;
+    for (const auto& bs : bits_list) {
+      const int b = static_cast<int>(cli::parse_int(bs, "--bits"));
+      if (b < 1 || b > 8) throw cli::usage_error("--bits entries must be in 1..8");
+      tq_params p;
+      p.dim = dim;
+      p.bits = b;
+      p.rotation = rk;
+      p.seed = 7;
+      const tq_mse_codec c(p);
+      std::vector<std::uint8_t> out(count * c.bytes());
+      std::vector<float> back(x.size());
+      std::vector<double> te, td;
+      for (int rep = 0; rep < reps; ++rep) {
+        double t0 = bench::now_s();
+        for (std::size_t i = 0; i < count; ++i) (void)c.encode(x.data() + i * dim, out.data() + i * c.bytes());
+        te.push_back(bench::now_s() - t0);
+        t0 = bench::now_s();
+        for (std::size_t i = 0; i < count; ++i) c.decode(out.data() + i * c.bytes(), back.data() + i * dim);
+        td.push_back(bench::now_s() - t0);
+        bench::do_not_optimize(back[static_cast<std::size_t>(rep)]);
+      }
+      const double bytes = static_cast<double>(x.size()) * 4.0;
+      rows.push_back({to_string(rk), b, dim, bytes / bench::median(te) * 1e-9, bytes / bench::median(td) * 1e-9});
+      cli::progress("[bench encode] " + rows.back().rotation + " b=" + std::to_string(b) + " done");
+    }
+  }
+  if (json) {
+    json_writer w(std::cout);
+    w.begin_object().key("copy_gbps").value(copy).key("simd").value(simd_path()).key("threads").value(1);
+    w.key("results").begin_array();
+    for (const auto& e : rows) {
+      w.begin_object().key("codec").value("tq").key("rotation").value(e.rotation).key("bits").value(e.bits).key("dim").value(e.dim);
+      w.key("encode_gbps").value(e.enc_gbps).key("decode_gbps").value(e.dec_gbps);
+      w.key("encode_ratio_to_copy").value(e.enc_gbps / copy).key("decode_ratio_to_copy").value(e.dec_gbps / copy);
+      w.key("encode_mvec_per_s").value(e.enc_gbps * 1e3 / (4.0 * e.dim)).end_object();
+    }
+    w.end_array().end_object();
+    std::cout << "\n";
+  } else {
+    std::printf("TQ-MSE encode/decode of fp32 input, single thread, %s, %.0f MiB of vectors\n", simd_path(), mb);
+    std::printf("memory copy: %.2f GB/s (the floor, same run)\n\n", copy);
+    std::printf("%-11s %4s %4s %12s %9s %12s %9s %10s\n", "rotation", "bits", "dim", "encode GB/s", "x copy", "decode GB/s",
+                "x copy", "Mvec/s enc");
+    for (const auto& e : rows)
+      std::printf("%-11s %4d %4d %12.2f %9.2f %12.2f %9.2f %10.2f\n", e.rotation.c_str(), e.bits, e.dim, e.enc_gbps,
+                  e.enc_gbps / copy, e.dec_gbps, e.dec_gbps / copy, e.enc_gbps * 1e3 / (4.0 * e.dim));
+  }
+  return 0;
+}
+
+// Energies shaped like real keys: log-linear decay across blocks with a 100x spread,
+// the low-frequency end strongest.
+std::vector<double> bench_scores(int layers, int heads, int L) {
+  std::vector<double> s;
+  for (int i = 0; i < layers * heads; ++i)
+    for (int b = 0; b < L; ++b) s.push_back(std::pow(100.0, static_cast<double>(b) / (L - 1)) * (1.0 + 0.1 * (i % 3)));
+  return s;
+}
+
+template <class Cache>
+double time_attention(Cache& cache, int seq, const std::vector<float>& q, int reps, std::vector<float>& out) {
+  attention_workspace ws(cache);
+  const int seqs[1] = {seq};
+  std::vector<double> t;
+  bgtq::decode_attention(cache, 0, std::span<const int>(seqs, 1), q.data(), out.data(), ws);  // warm
+  for (int r = 0; r < reps; ++r) {
+    const double t0 = bench::now_s();
+    bgtq::decode_attention(cache, 0, std::span<const int>(seqs, 1), q.data(), out.data(), ws);
+    t.push_back(bench::now_s() - t0);
+  }
+  return bench::median(t) * 1e3;
+}
+
+template <class Cache>
+int fill(Cache& cache, int T, int Hkv, int D) {
+  const int s = cache.add_sequence();
+  const int chunk = 1024;
+  std::vector<float> k(static_cast<std::size_t>(chunk) * Hkv * D), v(k.size());
+  counter_rng r(3);
+  for (auto& x : k) x = static_cast<float>(r.normal());
+  for (auto& x : v) x = static_cast<float>(r.normal());
+  for (int t = 0; t < T; t += chunk) cache.append(s, 0, k.data(), v.data(), std::min(chunk, T - t));
+  return s;
+}
+
+int bench_attention(cli::args& a) {
+  const bool json = a.flag("json");
+  const auto tok_list = a.get_list("tokens", "1024,4096,16384,65536");
+  const int D = static_cast<int>(a.get_int("dim", 128, 8, 512));
+  const int Hq = static_cast<int>(a.get_int("q-heads", 32, 1, 256));
+  const int Hkv = static_cast<int>(a.get_int("kv-heads", 8, 1, 256));
+  const int reps = static_cast<int>(a.get_int("reps", 7, 1, 1000));
+  a.finish();
+  if (Hq % Hkv) throw cli::usage_error("--q-heads must be a multiple of --kv-heads");
+  struct row {
+    std::string method, kv;
+    int tokens;
+    double ms, bytes_per_token, ratio;
+  };
+  std::vector<row> rows;
+  const rope_layout rope(D, rope_pairing::half);
+  cli::progress("[bench attention] copy bandwidth ...");
+  const double copy = bench::copy_bandwidth_gbps();
+  for (const auto& ts : tok_list) {
+    const int T = static_cast<int>(cli::parse_int(ts, "--tokens"));
+    if (T < 1 || T > (1 << 22)) throw cli::usage_error("--tokens entries must be in 1..4194304");
+    cache_config cfg;
+    cfg.layers = 1;
+    cfg.kv_heads = Hkv;
+    cfg.q_heads = Hq;
+    cfg.head_dim = D;
+    cfg.max_pages = (T + 63) / 64 + 1;
+    std::vector<float> q(static_cast<std::size_t>(Hq) * D), out(q.size());
+    counter_rng r(5);
+    for (auto& x : q) x = static_cast<float>(r.normal());
+    double fp16_ms = 0;
+    {
+      fp16_cache<> c(cfg, fp16_states(1, Hkv, D), fp16_states(1, Hkv, D));
+      const int s = fill(c, T, Hkv, D);
+      fp16_ms = time_attention(c, s, q, reps, out);
+      rows.push_back({"fp16", "k16v16", T, fp16_ms, c.bytes_per_token(0, 0), 1.0});
+      cli::progress("[bench attention] T=" + std::to_string(T) + " fp16 " + std::to_string(fp16_ms) + " ms");
+    }
+    for (int bits : {3, 2}) {
+      for (const char* method : {"tq", "bgtq"}) {
+        plan_options o;
+        o.avg_bits = bits;
+        o.value_bits = bits;
+        const std::string m = method;
+        const plan p = m == "tq" ? uniform_plan(1, Hkv, Hq, rope, bits, o)
+                                 : build_plan(1, Hkv, Hq, rope, bench_scores(1, Hkv, rope.num_blocks()), o);
+        auto c = make_bgtq_cache(p, cfg);
+        const int s = fill(c, T, Hkv, D);
+        const double ms = time_attention(c, s, q, reps, out);
+        const std::string kv = "k" + std::to_string(bits) + "v" + std::to_string(bits);
+        rows.push_back({m, kv, T, ms, c.bytes_per_token(0, 0), fp16_ms / ms});
+        cli::progress("[bench attention] T=" + std::to_string(T) + " " + m + " " + kv + " " + std::to_string(ms) + " ms");
+      }
+    }
+  }
+  if (json) {
+    json_writer w(std::cout);
+    w.begin_object().key("copy_gbps").value(copy).key("simd").value(simd_path()).key("threads").value(1);
+    w.key("dim").value(D).key("q_heads").value(Hq).key("kv_heads").value(Hkv);
+    w.key("results").begin_array();
+    for (const auto& e : rows) {
+      const double gb = e.bytes_per_token * e.tokens * Hkv * 1e-9;
+      w.begin_object().key("method").value(e.method).key("kv").value(e.kv).key("tokens").value(e.tokens);
+      w.key("ms_per_step").value(e.ms).key("ratio_to_fp16").value(e.ratio);
+      w.key("bytes_per_token_per_head").value(e.bytes_per_token).key("gbps").value(gb / (e.ms * 1e-3));
+      w.key("ratio_to_copy").value(gb / (e.ms * 1e-3) / copy).end_object();
+    }
+    w.end_array().end_object();
+    std::cout << "\n";
+  } else {
+    std::printf("decode attention, one query token, D=%d Hq=%d Hkv=%d, single thread, %s\n", D, Hq, Hkv, simd_path());
+    std::printf("memory copy: %.2f GB/s (same run)\n\n", copy);
+    std::printf("%-6s %-7s %8s %10s %10s %8s %8s %12s\n", "method", "kv", "tokens", "ms/step", "B/tok/hd", "GB/s", "x copy",
+                "x fp16 speed");
+    for (const auto& e : rows) {
+      const double gbps = e.bytes_per_token * e.tokens * Hkv * 1e-9 / (e.ms * 1e-3);
+      std::printf("%-6s %-7s %8d %10.3f %10.1f %8.2f %8.2f %12.2f\n", e.method.c_str(), e.kv.c_str(), e.tokens, e.ms,
+                  e.bytes_per_token, gbps, gbps / copy, e.ratio);
+    }
+  }
+  return 0;
+}
+
+int run(cli::args& a) {
+  const auto& pos = a.positional();
+  if (pos.empty()) throw cli::usage_error("which benchmark? encode or attention");
+  const std::string what = pos.front();
+  cli::args rest = a;
+  rest.drop_positional();
+  if (what == "encode") return bench_encode(rest);
+  if (what == "attention") return bench_attention(rest);
+  throw cli::usage_error("unknown benchmark '" + what + "' (expected encode or attention)");
+}
+
+cli::registrar reg{{"bench", "throughput of encode/decode and decode attention next to the copy bandwidth",
+                    "encode|attention [--json] [encode: --dim N --bits 2,3,4 --rotations LIST --mb M --reps R] "
+                    "[attention: --tokens LIST --dim D --q-heads H --kv-heads H --reps R]",
+                    &run, {"json"}}};
+
+}  // namespace

@@ -1,0 +1,230 @@
+// bgtq eval: Block-GTQ against uniform TQ-MSE, KIVI and fp16 on Q/K(/V) dumps, layer by
+// layer: RoPE-logit MAE, softmax KL, top-10 overlap, attention-output error, bytes.
+#include <bgtq/cache/factory.hpp>
+#include <bgtq/codec/kivi.hpp>
+#include <bgtq/energy/energy.hpp>
+#include <bgtq/eval/metrics.hpp>
+#include <bgtq/io/atomic_file.hpp>
+#include <bgtq/io/json.hpp>
+
+#include <cstdio>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "activations.hpp"
+#include "plan_args.hpp"
+#include "roundtrip.hpp"
+
+namespace {
+
+using namespace bgtq;
+
+struct method_spec {
+  std::string method;  // fp16 | tq | bgtq | kivi | kivi-sym
+  int bits = 16;
+  std::string key() const { return method == "fp16" ? "fp16" : method + "@" + std::to_string(bits); }
+};
+
+struct method_result {
+  attention_metrics m;
+  double key_bytes = 0, value_bytes = 0;
+};
+
+int run(cli::args& a) {
+  const std::string qp = a.require("q"), kp = a.require("k");
+  const auto vp = a.get("v");
+  const rope_pairing pairing = cli::pairing_from_args(a);
+  const long rotary = a.get_int("rotary-dim", -1, -1, 1 << 20);
+  const long calib = a.get_int("calib-tokens", 0, 0, 1L << 30);
+  const bool eval_all = a.flag("eval-all");
+  const bool json = a.flag("json");
+  const auto out_path = a.get("o");
+  std::vector<int> bits;
+  for (const auto& s : a.get_list("bits", "2,3,4")) {
+    const long b = cli::parse_int(s, "--bits");
+    if (b < 1 || b > 8) throw cli::usage_error("--bits entries must be in 1..8, got " + s);
+    bits.push_back(static_cast<int>(b));
+  }
+  std::vector<method_spec> methods;
+  for (const auto& m : a.get_list("methods", "fp16,tq,bgtq,kivi")) {
+    if (m != "fp16" && m != "tq" && m != "bgtq" && m != "kivi" && m != "kivi-sym")
+      throw cli::usage_error("unknown method '" + m + "' (expected fp16, tq, bgtq, kivi, kivi-sym)");
+    if (m == "fp16") {
+      methods.push_back({m, 16});
+    } else {
+      for (int b : bits) methods.push_back({m, b});
+    }
+  }
+  plan_options base = cli::plan_options_from_args(a, 3.0);
+  a.finish();
+
+  cli::progress("[eval] reading activations");
+  const auto q = cli::load_activations(qp, "Q");
+  const auto k = cli::load_activations(kp, "K");
+  std::unique_ptr<cli::activation_file> v;
+  if (vp) v = std::make_unique<cli::activation_file>(cli::load_activations(*vp, "V"));
+  cli::check_qkv(q, k, v.get());
+  if (rotary > q.dim || (rotary >= 0 && rotary % 2))
+    throw cli::usage_error("--rotary-dim " + std::to_string(rotary) + " must be even and at most head_dim " + std::to_string(q.dim));
+  const rope_layout rope(q.dim, pairing, static_cast<int>(rotary));
+  const int T = q.tokens, L = q.layers, Hq = q.heads, Hkv = k.heads, D = q.dim;
+  const int N = calib > 0 ? static_cast<int>(std::min<long>(calib, T)) : std::max(1, T / 2);
+  const int t_begin = eval_all ? 0 : N;
+  BGTQ_REQUIRE(t_begin < T, errc::invalid_argument,
+               "eval: calibration uses all " + std::to_string(T) + " tokens, none is left to evaluate (use --eval-all or a smaller --calib-tokens)");
+
+  // calibration on the first N tokens
+  energy_estimator est(L, Hq, Hkv, rope);
+  for (int l = 0; l < L; ++l) est.add(l, q.layer(l), k.layer(l), static_cast<std::size_t>(N));
+  const std::vector<double> scores = est.scores();
+  std::map<std::string, plan> plans;
+  for (const auto& m : methods) {
+    if (m.method != "tq" && m.method != "bgtq") continue;
+    plan_options o = base;
+    o.avg_bits = m.bits;
+    o.value_bits = m.bits;
+    std::string warn;
+    plans.emplace(m.key(), m.method == "tq" ? uniform_plan(L, Hkv, Hq, rope, m.bits, o)
+                                            : build_plan(L, Hkv, Hq, rope, scores, o, N, &warn));
+    if (!warn.empty()) std::fprintf(stderr, "warning (%s): %s", m.key().c_str(), warn.c_str());
+  }
+
+  std::vector<std::map<std::string, method_result>> per_layer(static_cast<std::size_t>(L));
+  const std::size_t nk = static_cast<std::size_t>(T) * Hkv * D;
+  std::vector<float> khat(nk), vhat(nk);
+  const layer_shape sh{T, Hq, Hkv, D};
+  for (int l = 0; l < L; ++l) {
+    const float* kl = k.layer(l);
+    const float* vl = v ? v->layer(l) : nullptr;
+    for (const auto& m : methods) {
+      method_result r;
+      if (m.method == "fp16") {
+        for (std::size_t i = 0; i < nk; ++i) khat[i] = half_bits_to_float(float_to_half_bits(kl[i]));
+        if (vl)
+          for (std::size_t i = 0; i < nk; ++i) vhat[i] = half_bits_to_float(float_to_half_bits(vl[i]));
+        r.key_bytes = r.value_bytes = 2.0 * D;
+      } else if (m.method == "kivi" || m.method == "kivi-sym") {
+        kivi_options o;
+        o.bits = m.bits;
+        o.symmetric = m.method == "kivi-sym";
+        cli::kivi_rows(kl, T, Hkv, D, o, true, khat.data());
+        if (vl) cli::kivi_rows(vl, T, Hkv, D, o, false, vhat.data());
+        r.key_bytes = kivi_key_bytes_per_token(D, o);
+        r.value_bytes = kivi_value_bytes_per_token(D, o);
+      } else {
+        const plan& p = plans.at(m.key());
+        cli::roundtrip_rows(kl, T, Hkv, D, [&](int h) { return block_gtq_codec::from_plan(p, l, h); }, khat.data());
+        if (vl) cli::roundtrip_rows(vl, T, Hkv, D, [&](int h) { return plan_value_codec(p, l, h); }, vhat.data());
+        for (int h = 0; h < Hkv; ++h) {
+          r.key_bytes += static_cast<double>(block_gtq_codec::from_plan(p, l, h).bytes()) / Hkv;
+          r.value_bytes += static_cast<double>(plan_value_codec(p, l, h).bytes()) / Hkv;
+        }
+      }
+      r.m = compare_attention(sh, q.layer(l), kl, khat.data(), vl, vl ? vhat.data() : nullptr, t_begin);
+      per_layer[static_cast<std::size_t>(l)][m.key()] = r;
+    }
+    std::ostringstream line;
+    line << "[eval] layer " << (l + 1) << "/" << L;
+    for (int b : bits)
+      if (per_layer[static_cast<std::size_t>(l)].count("bgtq@" + std::to_string(b)) &&
+          per_layer[static_cast<std::size_t>(l)].count("tq@" + std::to_string(b)))
+        line << "  MAE@" << b << " tq " << per_layer[static_cast<std::size_t>(l)]["tq@" + std::to_string(b)].m.logit_mae << " bgtq "
+             << per_layer[static_cast<std::size_t>(l)]["bgtq@" + std::to_string(b)].m.logit_mae;
+    cli::progress(line.str());
+  }
+
+  // summary: means over layers, Block-GTQ vs uniform TQ-MSE
+  std::map<std::string, method_result> mean;
+  for (const auto& m : methods) {
+    method_result s;
+    s.m.out_rel_l2 = 0;
+    for (int l = 0; l < L; ++l) {
+      const auto& r = per_layer[static_cast<std::size_t>(l)][m.key()];
+      s.m.logit_mae += r.m.logit_mae / L;
+      s.m.kl += r.m.kl / L;
+      s.m.top10 += r.m.top10 / L;
+      s.m.out_rel_l2 += r.m.out_rel_l2 / L;
+      s.key_bytes += r.key_bytes / L;
+      s.value_bytes += r.value_bytes / L;
+    }
+    mean[m.key()] = s;
+  }
+  struct vs {
+    int bits, wins;
+    double mae_red, kl_red;
+  };
+  std::vector<vs> comps;
+  for (int b : bits) {
+    const std::string kb = "bgtq@" + std::to_string(b), kt = "tq@" + std::to_string(b);
+    if (!mean.count(kb) || !mean.count(kt)) continue;
+    int wins = 0;
+    for (int l = 0; l < L; ++l)
+      wins += per_layer[static_cast<std::size_t>(l)][kb].m.logit_mae < per_layer[static_cast<std::size_t>(l)][kt].m.logit_mae;
+    comps.push_back({b, wins, 1.0 - mean[kb].m.logit_mae / mean[kt].m.logit_mae, 1.0 - mean[kb].m.kl / mean[kt].m.kl});
+  }
+
+  auto write_json = [&](std::ostream& os) {
+    json_writer w(os);
+    auto put = [&](const method_result& r) {
+      w.begin_object().key("logit_mae").value(r.m.logit_mae).key("kl").value(r.m.kl).key("top10").value(r.m.top10);
+      if (v) w.key("out_rel_l2").value(r.m.out_rel_l2);
+      w.key("key_bytes_per_token").value(r.key_bytes).key("value_bytes_per_token").value(r.value_bytes);
+      w.key("bytes_per_token").value(r.key_bytes + r.value_bytes);
+      w.key("compression_vs_fp16").value(4.0 * D / (r.key_bytes + r.value_bytes)).end_object();
+    };
+    w.begin_object();
+    w.key("config").begin_object().key("q").value(qp).key("k").value(kp);
+    if (vp) w.key("v").value(*vp);
+    w.key("layers").value(L).key("tokens").value(T).key("q_heads").value(Hq).key("kv_heads").value(Hkv).key("head_dim").value(D);
+    w.key("rope").value(to_string(rope.pairing)).key("rotary_dim").value(rope.rotary_dim);
+    w.key("calib_tokens").value(N).key("eval_from").value(t_begin).end_object();
+    w.key("layers").begin_array();
+    for (int l = 0; l < L; ++l) {
+      w.begin_object().key("layer").value(l).key("results").begin_object();
+      for (const auto& m : methods) {
+        w.key(m.key());
+        put(per_layer[static_cast<std::size_t>(l)][m.key()]);
+      }
+      w.end_object().end_object();
+    }
+    w.end_array();
+    w.key("summary").begin_object().key("mean").begin_object();
+    for (const auto& m : methods) {
+      w.key(m.key());
+      put(mean[m.key()]);
+    }
+    w.end_object().key("bgtq_vs_tq").begin_array();
+    for (const auto& c : comps)
+      w.begin_object().key("bits").value(c.bits).key("logit_mae_reduction").value(c.mae_red).key("kl_reduction").value(c.kl_red)
+          .key("layers_won").value(c.wins).key("layers").value(L).end_object();
+    w.end_array().end_object().end_object();
+    os << "\n";
+  };
+  if (out_path) atomic_write_file(*out_path, write_json, false);
+  if (json) {
+    write_json(std::cout);
+  } else {
+    std::printf("eval: %d layers, T=%d (calibrated on %d, evaluated from token %d), Hq=%d Hkv=%d D=%d (%s)\n", L, T, N,
+                t_begin, Hq, Hkv, D, to_string(rope.pairing));
+    std::printf("%-12s %12s %12s %8s %10s %10s %8s\n", "method", "logit MAE", "KL", "top-10", v ? "out relL2" : "-",
+                "B/token", "vs fp16");
+    for (const auto& m : methods) {
+      const auto& r = mean[m.key()];
+      std::printf("%-12s %12.5g %12.5g %8.4f %10.4g %10.1f %7.2fx\n", m.key().c_str(), r.m.logit_mae, r.m.kl, r.m.top10,
+                  v ? r.m.out_rel_l2 : 0.0, r.key_bytes + r.value_bytes, 4.0 * D / (r.key_bytes + r.value_bytes));
+    }
+    for (const auto& c : comps)
+      std::printf("Block-GTQ vs uniform TQ-MSE at %d bits: logit MAE -%.1f%%, KL -%.1f%%, wins %d/%d layers\n", c.bits,
+                  100 * c.mae_red, 100 * c.kl_red, c.wins, L);
+  }
+  return 0;
+}
+
+cli::registrar reg{{"eval", "compare Block-GTQ, uniform TQ-MSE, KIVI and fp16 on Q/K(/V) activation dumps",
+                    "--q Q.npy --k K.npy [--v V.npy] --rope interleaved|half [--rotary-dim R] [--calib-tokens N] "
+                    "[--eval-all] [--bits 2,3,4] [--methods fp16,tq,bgtq,kivi,kivi-sym] [--b-min M] [--b-max M] "
+                    "[--scope head|layer|model] [--distortion rate4|codebook] [--seed S] [-o RESULTS.json] [--json]",
+                    &run, {"json", "eval-all", "norm-correction"}}};
+
+}  // namespace

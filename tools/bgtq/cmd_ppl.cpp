@@ -1,0 +1,114 @@
+// bgtq ppl: teacher-forced perplexity of a llama2.c model through each KV cache, and the
+// KL of its next-token distributions against the exact float32 cache.
+#include <bgtq/io/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+#include <iostream>
+
+#include "cli.hpp"
+#include "kv_spec.hpp"
+#include "llama2c.hpp"
+
+namespace {
+
+namespace lc = bgtq::llama2c;
+using namespace bgtq;
+
+int run(cli::args& a) {
+  const std::string model_path = a.require("model"), tok_path = a.require("tokenizer"), text = a.require("text");
+  const auto kv_list = a.get_list("kv", "fp32,tq3,bgtq3");
+  const auto calib_text = a.get("calib-text");
+  const long calib_docs = a.get_int("calib-docs", 2, 0, 1 << 20);
+  const long max_docs = a.get_int("docs", 0, 0, 1 << 20);
+  const bool json = a.flag("json");
+  a.finish();
+  std::vector<cli::kv_spec> specs;
+  for (const auto& s : kv_list) specs.push_back(cli::parse_kv_spec(s));
+
+  const lc::model m = lc::model::load(model_path);
+  const lc::tokenizer tok = lc::tokenizer::load(tok_path, m.cfg().vocab_size);
+  const auto docs = lc::read_documents(text);
+  BGTQ_REQUIRE(!docs.empty(), errc::invalid_argument, text + ": no documents (one per line)");
+  // calibration: a separate text, or the first calib_docs documents (then not evaluated)
+  std::size_t first_eval = 0;
+  std::vector<int> calib;
+  const std::size_t seq = static_cast<std::size_t>(m.cfg().seq_len);
+  if (calib_text) {
+    calib = lc::encode_documents(tok, lc::read_documents(*calib_text), seq);
+  } else {
+    first_eval = std::min<std::size_t>(static_cast<std::size_t>(calib_docs), docs.size() - 1);
+    calib = lc::encode_documents(tok, std::vector<std::string>(docs.begin(), docs.begin() + static_cast<long>(first_eval)), seq);
+    if (calib.empty()) calib = lc::encode_documents(tok, {docs.front()}, seq);
+  }
+  std::vector<std::vector<int>> eval;
+  for (std::size_t d = first_eval; d < docs.size(); ++d) {
+    if (max_docs && eval.size() >= static_cast<std::size_t>(max_docs)) break;
+    auto t = tok.encode(docs[d], true, false);
+    if (t.size() > seq) t.resize(seq);
+    if (t.size() >= 2) eval.push_back(std::move(t));
+  }
+  BGTQ_REQUIRE(!eval.empty(), errc::invalid_argument, text + ": no document left to evaluate after calibration");
+
+  // reference distributions from the exact cache
+  std::vector<std::vector<std::vector<float>>> ref(eval.size());
+  {
+    lc::fp32_kv_backend kv(m.cfg());
+    lc::engine e(m, kv);
+    for (std::size_t d = 0; d < eval.size(); ++d) (void)lc::mean_nll(e, eval[d], &ref[d]);
+  }
+  struct row {
+    std::string kv;
+    double ppl, kl, bytes;
+  };
+  std::vector<row> rows;
+  long predictions = 0;
+  for (const auto& t : eval) predictions += static_cast<long>(t.size()) - 1;
+  for (const auto& spec : specs) {
+    double bytes = 0;
+    const auto kv = cli::make_kv_backend(spec, m, calib, &bytes);
+    lc::engine e(m, *kv);
+    double nll = 0, kl = 0;
+    std::vector<std::vector<float>> lp;
+    for (std::size_t d = 0; d < eval.size(); ++d) {
+      const double mean = lc::mean_nll(e, eval[d], &lp);
+      nll += mean * static_cast<double>(eval[d].size() - 1);
+      for (std::size_t t = 0; t < lp.size(); ++t) {
+        double s = 0;
+        for (std::size_t v = 0; v < lp[t].size(); ++v) {
+          const double pr = std::exp(static_cast<double>(ref[d][t][v]));
+          s += pr * (static_cast<double>(ref[d][t][v]) - lp[t][v]);
+        }
+        kl += std::max(s, 0.0);
+      }
+    }
+    rows.push_back({spec.name, std::exp(nll / static_cast<double>(predictions)), kl / static_cast<double>(predictions), bytes});
+    cli::progress("[ppl] " + spec.name + ": ppl " + std::to_string(rows.back().ppl) + ", KL " + std::to_string(rows.back().kl));
+  }
+  if (json) {
+    json_writer w(std::cout);
+    w.begin_object().key("model").value(model_path).key("text").value(text);
+    w.key("documents").value(static_cast<long>(eval.size())).key("predictions").value(predictions);
+    w.key("calibration_tokens").value(static_cast<long>(calib.size()));
+    w.key("results").begin_array();
+    for (const auto& r : rows)
+      w.begin_object().key("kv").value(r.kv).key("ppl").value(r.ppl).key("kl").value(r.kl).key("bytes_per_token_per_head").value(r.bytes).end_object();
+    w.end_array().end_object();
+    std::cout << "\n";
+  } else {
+    std::printf("perplexity over %zu documents (%ld predictions), Block-GTQ calibrated on %zu tokens%s\n", eval.size(),
+                predictions, calib.size(), calib_text ? " of the calibration text" : " of the held-out first documents");
+    std::printf("%-12s %10s %12s %14s\n", "kv", "ppl", "KL vs fp32", "B/token/head");
+    for (const auto& r : rows) std::printf("%-12s %10.4f %12.6f %14.1f\n", r.kv.c_str(), r.ppl, r.kl, r.bytes);
+  }
+  return 0;
+}
+
+cli::registrar reg{{"ppl", "perplexity and next-token KL of a llama2.c model through each KV cache",
+                    "--model MODEL.bin --tokenizer TOK.bin --text FILE [--kv fp32,fp16,tq3,bgtq3,kivi3,bgtq-k3v2,...] "
+                    "[--calib-text FILE | --calib-docs N (2)] [--docs N] [--json]\n"
+                    "  One document per line, each scored from BOS (truncated to the context). Block-GTQ plans are\n"
+                    "  calibrated on --calib-text, or on the first N documents, which are then not scored.",
+                    &run, {"json"}}};
+
+}  // namespace

@@ -1,0 +1,41 @@
+#pragma once
+// Command-line options shared by the commands that build plans (calibrate, eval, ppl, demo).
+#include <bgtq/plan/build.hpp>
+
+#include "cli.hpp"
+
+namespace bgtq::cli {
+
+//! --rope interleaved|half as a usage-checked pairing (bad names exit 2).
+inline rope_pairing pairing_from_args(args& a) {
+  const std::string r = a.require("rope");
+  try {
+    return parse_rope_pairing(r);
+  } catch (const error& e) {
+    throw usage_error(std::string("--rope: ") + e.what());
+  }
+}
+
+//! Allocation options: --b-min --b-max --scope --distortion --value-bits --seed --norm-correction.
+inline plan_options plan_options_from_args(args& a, double avg_bits) {
+  plan_options o;
+  o.avg_bits = avg_bits;
+  o.b_min = static_cast<int>(a.get_int("b-min", 1, 0, 8));
+  o.b_max = static_cast<int>(a.get_int("b-max", 8, 0, 8));
+  if (o.b_min > o.b_max) throw usage_error("--b-min must not exceed --b-max");
+  const std::string scope = a.get_or("scope", "head");
+  if (scope == "head") o.scope = alloc_scope::head;
+  else if (scope == "layer") o.scope = alloc_scope::layer;
+  else if (scope == "model") o.scope = alloc_scope::model;
+  else throw usage_error("--scope must be head, layer or model");
+  const std::string dist = a.get_or("distortion", "rate4");
+  if (dist == "rate4") o.distortion = distortion_kind::rate4;
+  else if (dist == "codebook") o.distortion = distortion_kind::codebook;
+  else throw usage_error("--distortion must be rate4 or codebook");
+  o.value_bits = static_cast<int>(a.get_int("value-bits", -1, -1, 8));
+  o.seed = static_cast<std::uint64_t>(a.get_int("seed", 0x5eed, 0, (1L << 62)));
+  o.norm_correction = a.flag("norm-correction");
+  return o;
+}
+
+}  // namespace bgtq::cli
