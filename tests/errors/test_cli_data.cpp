@@ -4,12 +4,14 @@
 // them). A valid pair is needed so that each failing CLI case fails for the one reason
 // it is about.
 #include <bgtq/core/rng.hpp>
+#include <bgtq/io/npy.hpp>
 
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -96,4 +98,32 @@ TEST_CASE("CLI error-test data: tiny llama2.c model and byte-level tokenizer are
   check_or_write("tiny.bin", m.b);
   // the same checkpoint cut after 1000 bytes (a truncated download)
   check_or_write("tiny_truncated.bin", std::vector<unsigned char>(m.b.begin(), m.b.begin() + 1000));
+}
+
+TEST_CASE("CLI error-test data: .npy activations with shape, NaN and truncation faults are current", "[errors][data]") {
+  // Q [1, 9, 2, 8] and K/V [1, 9, 1, 8] are valid together (layers 1, tokens 9, Hq 2, Hkv 1, D 8);
+  // every other file breaks exactly one thing
+  auto arr = [](std::vector<std::size_t> shape, std::uint64_t seed) {
+    std::size_t n = 1;
+    for (auto d : shape) n *= d;
+    bgtq::counter_rng r(seed);
+    std::vector<float> x(n);
+    for (auto& v : x) v = static_cast<float>(r.normal());
+    return x;
+  };
+  auto npy = [&](std::vector<std::size_t> shape, std::uint64_t seed) { return bgtq::npy_bytes(arr(shape, seed).data(), shape); };
+  check_or_write("q.npy", npy({1, 9, 2, 8}, 1));
+  check_or_write("k.npy", npy({1, 9, 1, 8}, 2));
+  check_or_write("v.npy", npy({1, 9, 1, 8}, 3));
+  check_or_write("k_d6.npy", npy({1, 9, 1, 6}, 4));   // head_dim 6 instead of 8
+  check_or_write("k_t8.npy", npy({1, 8, 1, 8}, 5));   // 8 tokens instead of 9
+  check_or_write("k_l2.npy", npy({2, 9, 1, 8}, 6));   // 2 layers instead of 1
+  check_or_write("k_h3.npy", npy({1, 9, 3, 8}, 7));   // 3 KV heads: Hq = 2 is not a multiple
+  check_or_write("v_h2.npy", npy({1, 9, 2, 8}, 8));   // V with 2 heads, K with 1
+  auto nan = arr({1, 9, 1, 8}, 9);
+  nan[4 * 8 + 3] = std::numeric_limits<float>::quiet_NaN();  // element [0, 4, 0, 3]
+  check_or_write("k_nan.npy", bgtq::npy_bytes(nan.data(), {1, 9, 1, 8}));
+  auto cut = npy({1, 9, 1, 8}, 2);
+  cut.resize(cut.size() - 7);
+  check_or_write("k_truncated.npy", cut);
 }
