@@ -32,14 +32,17 @@ test-long: build
 # AddressSanitizer + UndefinedBehaviorSanitizer build of the same suite (docs/errors.md):
 # -fno-sanitize-recover=all, plus float-cast-overflow (GCC's -fsanitize=undefined leaves it
 # out; a NaN or huge float cast to int is UB the fuzzers found twice). Skips the install
-# test (a nested package build, no library code of its own).
+# test (a nested package build, no library code of its own). ASAN_TARGETS / ASAN_LABELS
+# restrict it to some programs and ctest labels (.ci/run uses that to fit its budget).
 ASAN_CXXFLAGS ?= -fsanitize=float-cast-overflow
+ASAN_TARGETS  ?= all
+ASAN_LABELS   ?=
 test-asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBGTQ_SANITIZE=ON -DBGTQ_BUILD_BENCH=OFF \
 	  -DBGTQ_ENABLE_CUDA=OFF "-DCMAKE_CXX_FLAGS=$(ASAN_CXXFLAGS)" $(CMAKE_ARGS) >/dev/null
-	@cmake --build build-asan -j $(JOBS)
+	@cmake --build build-asan -j $(JOBS) --target $(ASAN_TARGETS)
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --output-on-failure -j $(JOBS) -LE "install|slow"
+	  ctest --output-on-failure -j $(JOBS) -LE "install|slow" $(if $(ASAN_LABELS),-L "$(ASAN_LABELS)")
 
 bench: build
 	@$(BUILD)/bin/bgtq bench encode

@@ -6,6 +6,7 @@
 //! loads must serialize back to the bytes it was read from (the loader and the writer
 //! are exact inverses), export to JSON, and build its codec states when it is small.
 
+#include <bgtq/cache/factory.hpp>
 #include <bgtq/io/checksum.hpp>
 #include <bgtq/plan/plan_io.hpp>
 
@@ -28,6 +29,17 @@ inline void plan_check_one(const std::uint8_t* data, std::size_t size) {
   std::ostringstream js;
   bgtq::write_plan_json(js, p);
   BGTQ_FUZZ_CHECK("plan", !js.str().empty());
+  // a plan that validates must also build its codecs (small plans only: construction cost)
+  if (p.heads.size() <= 8 && p.rope.head_dim <= 64) {
+    try {
+      const auto keys = bgtq::plan_key_states(p);
+      const auto values = bgtq::plan_value_states(p);
+      BGTQ_FUZZ_CHECK("plan", keys.size() == p.heads.size() && values.size() == p.heads.size());
+    } catch (const bgtq::error& e) {
+      std::fprintf(stderr, "plan target: a loaded plan does not build its codecs: %s\n", e.what());
+      invariant_failed("plan", "deserialize_plan accepted a plan whose codecs cannot be built");
+    }
+  }
 }
 
 inline int plan_one(const std::uint8_t* data, std::size_t size) {
