@@ -29,13 +29,20 @@ test: build
 test-long: build
 	@for t in $(BUILD)/bin/test_*; do echo "== $$t [.long]"; $$t "[.long]" || exit 1; done
 
-# AddressSanitizer + UndefinedBehaviorSanitizer build of the same suite.
+# AddressSanitizer + UndefinedBehaviorSanitizer build of the same suite (docs/errors.md):
+# -fno-sanitize-recover=all, plus float-cast-overflow (GCC's -fsanitize=undefined leaves it
+# out; a NaN or huge float cast to int is UB the fuzzers found twice). Skips the install
+# test (a nested package build, no library code of its own). ASAN_TARGETS / ASAN_LABELS
+# restrict it to some programs and ctest labels (.ci/run uses that to fit its budget).
+ASAN_CXXFLAGS ?= -fsanitize=float-cast-overflow
+ASAN_TARGETS  ?= all
+ASAN_LABELS   ?=
 test-asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBGTQ_SANITIZE=ON -DBGTQ_BUILD_BENCH=OFF \
-	  -DBGTQ_ENABLE_CUDA=OFF $(CMAKE_ARGS) >/dev/null
-	@cmake --build build-asan -j $(JOBS)
-	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1 \
-	  ctest --output-on-failure -j $(JOBS) -LE "install|slow"
+	  -DBGTQ_ENABLE_CUDA=OFF "-DCMAKE_CXX_FLAGS=$(ASAN_CXXFLAGS)" $(CMAKE_ARGS) >/dev/null
+	@cmake --build build-asan -j $(JOBS) --target $(ASAN_TARGETS)
+	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  ctest --output-on-failure -j $(JOBS) -LE "install|slow" $(if $(ASAN_LABELS),-L "$(ASAN_LABELS)")
 
 bench: build
 	@$(BUILD)/bin/bgtq bench encode
@@ -50,6 +57,19 @@ docs:
 	  echo "make docs: doxygen is not installed (Debian: apt-get install doxygen)."; \
 	  echo "The API reference is also readable as the //! comments in include/bgtq/."; \
 	fi
+
+# libFuzzer targets (clang) in build-fuzz/: the .npy reader, the plan loader, the llama2.c
+# checkpoint and tokenizer loaders, the packed-page codecs and decode attention.
+FUZZ_CXX     ?= $(shell command -v clang++-14 || command -v clang++)
+FUZZ_SECONDS ?= 60
+fuzz:
+	@test -n "$(FUZZ_CXX)" || { echo "make fuzz needs clang (apt-get install clang-14)"; exit 1; }
+	@cmake -S tests/fuzz -B build-fuzz -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+	@cmake --build build-fuzz -j $(JOBS)
+
+# Runs every fuzz target for FUZZ_SECONDS from its seed corpus; fails on any crash.
+fuzz-smoke: fuzz
+	@tests/fuzz/smoke.sh build-fuzz $(FUZZ_SECONDS)
 
 clean:
 	rm -rf $(BUILD) build-asan build-fuzz

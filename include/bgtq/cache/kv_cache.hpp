@@ -224,8 +224,7 @@ class kv_cache {
           const int slot = static_cast<int>(qi % cfg_.page_tokens);
           const std::size_t lh = l * H + h;
           KeyCodec::template encode_block<Layout>(keys_[lh], safe_row(krow + h * D), D, 1, page, slot, &stats_);
-          ValueCodec::template encode_block<Layout>(values_[lh], safe_row(vrow + h * D), D, 1, page + key_bytes_[lh], slot,
-                                                    nullptr);
+          encode_values(lh, safe_row(vrow + h * D), 1, page + key_bytes_[lh], slot);
         }
         ++s.quantized[l];
       } else {
@@ -388,6 +387,14 @@ class kv_cache {
       dst[j] = float_to_half_bits(x);
     }
   }
+  //! Encodes nt value rows of (layer, head) lh into a page part. `vectors` counts tokens
+  //! once (through the keys); value radii clamped to fp16 and zero values count here.
+  void encode_values(std::size_t lh, const float* x, int nt, std::uint8_t* part, int slot) {
+    encode_stats vs;
+    ValueCodec::template encode_block<Layout>(values_[lh], x, static_cast<std::size_t>(cfg_.head_dim), nt, part, slot, &vs);
+    stats_.clamped_radii += vs.clamped_radii;
+    stats_.zero_vectors += vs.zero_vectors;
+  }
   //! Moves the oldest block_tokens tail tokens of layer l into pages.
   void flush_block(seq_state& s, std::size_t l, int layer) {
     const std::size_t D = static_cast<std::size_t>(cfg_.head_dim);
@@ -409,7 +416,7 @@ class kv_cache {
       std::uint8_t* p = page_ptr_mut(page, layer, static_cast<int>(h));
       const std::size_t lh = l * H + h;
       KeyCodec::template encode_block<Layout>(keys_[lh], kx, D, block_tokens, p, slot, &stats_);
-      ValueCodec::template encode_block<Layout>(values_[lh], vx, D, block_tokens, p + key_bytes_[lh], slot, nullptr);
+      encode_values(lh, vx, block_tokens, p + key_bytes_[lh], slot);
     }
     s.tail_start[l] = (s.tail_start[l] + block_tokens) % tail_cap_;
     s.quantized[l] += block_tokens;

@@ -30,15 +30,20 @@ namespace detail {
 //! Scale and zero point (both fp16-rounded) for values in [lo, hi] at b bits.
 //! Asymmetric: zero = lo, scale = (hi - lo) / (2^b - 1). Symmetric: a = max(|lo|, |hi|),
 //! scale = 2a / (2^b - 1), zero = -(2^b - 1)/2 * scale. A constant group gets scale 0.
+//! Scale and stored zero point saturate at the fp16 range (+-65504) instead of becoming
+//! Inf, so a group beyond that range decodes with clamped codes, never to NaN/Inf.
+//! (kivi_saturate: x clamped to [-65504, 65504].)
+BGTQ_HOST_DEVICE float kivi_saturate(float x) { return x > half_max ? half_max : (x < -half_max ? -half_max : x); }
+
 BGTQ_HOST_DEVICE void kivi_params(float lo, float hi, int bits, bool symmetric, float& scale, float& zero) {
   const float levels = static_cast<float>((1 << bits) - 1);
   if (symmetric) {
     const float a = (hi > -lo ? hi : -lo);
-    scale = half_bits_to_float(float_to_half_bits(2.0f * a / levels));
+    scale = half_bits_to_float(float_to_half_bits(kivi_saturate(2.0f * a / levels)));
     zero = -0.5f * levels * scale;
   } else {
-    scale = half_bits_to_float(float_to_half_bits((hi - lo) / levels));
-    zero = half_bits_to_float(float_to_half_bits(lo));
+    scale = half_bits_to_float(float_to_half_bits(kivi_saturate((hi - lo) / levels)));
+    zero = half_bits_to_float(float_to_half_bits(kivi_saturate(lo)));
   }
 }
 
@@ -47,8 +52,10 @@ BGTQ_HOST_DEVICE int kivi_code(float x, float scale, float zero, int bits) {
   const int maxc = (1 << bits) - 1;
   if (!(scale > 0.0f)) return 0;
   const float c = (x - zero) / scale;
-  int q = static_cast<int>(__builtin_floorf(c + 0.5f));
-  return q < 0 ? 0 : (q > maxc ? maxc : q);
+  // clamp before converting: a float outside int's range (or NaN) must never reach the cast
+  if (!(c > -0.5f)) return 0;
+  if (c >= static_cast<float>(maxc)) return maxc;
+  return static_cast<int>(__builtin_floorf(c + 0.5f));
 }
 
 }  // namespace detail

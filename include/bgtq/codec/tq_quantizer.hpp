@@ -11,6 +11,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "../codebook/codebook.hpp"
@@ -100,13 +101,18 @@ class tq_quantizer {
     }
     float r = std::sqrt(ss);
     alignas(64) float y[max_codec_dim];
+    const float* dir = x;  // the vector whose direction is quantized, of norm dir_norm
+    float dir_norm = r;
     if (std::isinf(r)) {
       // finite input whose squared norm overflows float: scale down by a power of two first
+      // (the direction comes from the scaled copy; r itself may still be +inf)
       float big = 0.0f;
       for (int j = 0; j < n; ++j) big = std::fmax(big, std::fabs(x[j]));
       const float s = std::ldexp(1.0f, -std::ilogb(big));
       for (int j = 0; j < n; ++j) y[j] = x[j] * s;
-      r = std::sqrt(detail::sum_squares(y, n)) / s;
+      dir = y;
+      dir_norm = std::sqrt(detail::sum_squares(y, n));
+      r = dir_norm / s;
     }
     const bool fp32 = fp32_radius();
     if (!(detail::round_radius(r, fp32) > 0.0f) || r < 1e-30f) {
@@ -115,8 +121,8 @@ class tq_quantizer {
       if (st) ++st->zero_vectors;
       return errc::ok;
     }
-    rot_.apply(x, y);
-    const float inv = 1.0f / r;
+    rot_.apply(dir, y);
+    const float inv = 1.0f / dir_norm;
     for (int j = 0; j < n; ++j) y[j] = y[j] * inv;
     quantize_rotated(y, codes);
     float rs = r;
@@ -124,6 +130,10 @@ class tq_quantizer {
       for (int j = 0; j < n; ++j) y[j] = centroids_[codes[j]];
       const float cn = std::sqrt(detail::sum_squares(y, n));
       if (cn > 0.0f) rs = r / cn;
+    }
+    if (fp32 && !(rs <= std::numeric_limits<float>::max())) {
+      rs = std::numeric_limits<float>::max();  // a norm beyond float's range (components near 3.4e38)
+      if (st) ++st->clamped_radii;
     }
     if (!fp32 && rs > half_max && st) ++st->clamped_radii;
     radius = detail::round_radius(rs, fp32);

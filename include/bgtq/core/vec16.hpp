@@ -288,6 +288,7 @@ BGTQ_FORCEINLINE vf16 exp(vf16 x) {
       out.x[l] = 0.0f;
       continue;
     }
+    if (v != v) v = -87.3f;  // NaN: as the vector paths' max(x, -87.3); never a NaN-to-int cast
     if (v > 88.0f) v = 88.0f;
     const float n = __builtin_nearbyintf(v * 1.44269504088896341f);
     const float r = (v - n * 0.693359375f) - n * -2.12194440e-4f;

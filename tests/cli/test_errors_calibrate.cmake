@@ -1,0 +1,54 @@
+# Bad-input contract of `bgtq calibrate` (docs/errors.md rows 1-3, 5, 7, 9, 21 through the
+# CLI): one line, exit 1 or 2, no plan file written on failure, an old plan left intact.
+include(${CMAKE_CURRENT_LIST_DIR}/../errors/cli_helpers.cmake)
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+set(D ${ERRORS_DATA})
+set(P ${WORK}/plan.bin)
+
+expect_success(CMD calibrate ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 3 -o ${WORK}/ok.bin --quiet)
+if(NOT EXISTS ${WORK}/ok.bin)
+  message(FATAL_ERROR "sanity calibrate wrote no plan")
+endif()
+
+# shapes that do not match each other (row 5): D, tokens, layers, Hq not a multiple of Hkv
+foreach(bad k_d6 k_t8 k_l2 k_h3)
+  expect_failure(CMD calibrate RC 1 CATEGORY shape_mismatch MATCH "${bad}.npy|q.npy" DIR ${WORK} ABSENT ${P}
+    ARGS --q ${D}/q.npy --k ${D}/${bad}.npy --rope half --avg-bits 3 -o ${P} --quiet)
+endforeach()
+# NaN-laden (row 3) and truncated (row 1) .npy
+expect_failure(CMD calibrate RC 1 CATEGORY non_finite MATCH "k_nan.npy: element \\[0, 4, 0, 3\\] \\(flat 35\\) is NaN"
+  DIR ${WORK} ABSENT ${P} ARGS --q ${D}/q.npy --k ${D}/k_nan.npy --rope half --avg-bits 3 -o ${P} --quiet)
+expect_failure(CMD calibrate RC 1 CATEGORY format_error MATCH "k_truncated.npy: data is shorter than the shape says.*needs 288 bytes.*has 281"
+  DIR ${WORK} ABSENT ${P} ARGS --q ${D}/q.npy --k ${D}/k_truncated.npy --rope half --avg-bits 3 -o ${P} --quiet)
+expect_failure(CMD calibrate RC 1 CATEGORY io_error MATCH "missing.npy" DIR ${WORK} ABSENT ${P}
+  ARGS --q ${D}/q.npy --k ${WORK}/missing.npy --rope half --avg-bits 3 -o ${P} --quiet)
+# infeasible budget (row 7)
+expect_failure(CMD calibrate RC 1 CATEGORY infeasible MATCH "B = 6 is infeasible: L = 4 blocks at b_min = 2" DIR ${WORK} ABSENT ${P}
+  ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 1.5 --b-min 2 -o ${P} --quiet)
+# bad usage: avg-bits not finite or above 8, width outside 0..8 (rows 6, 8)
+expect_failure(CMD calibrate RC 2 MATCH "not finite" DIR ${WORK} ABSENT ${P}
+  ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits nan -o ${P})
+expect_failure(CMD calibrate RC 2 MATCH "--b-max 9 is out of range" DIR ${WORK} ABSENT ${P}
+  ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 3 --b-max 9 -o ${P})
+# a failing run leaves an existing plan untouched
+file(COPY_FILE ${WORK}/ok.bin ${P})
+file(SHA256 ${P} before)
+expect_failure(CMD calibrate RC 1 CATEGORY shape_mismatch DIR ${WORK}
+  ARGS --q ${D}/q.npy --k ${D}/k_d6.npy --rope half --avg-bits 3 -o ${P} --quiet)
+file(SHA256 ${P} after)
+if(NOT before STREQUAL after)
+  message(FATAL_ERROR "a failing calibrate changed the existing plan")
+endif()
+# an output path that cannot be written (a regular file in the way)
+file(WRITE ${WORK}/blocker "x")
+expect_failure(CMD calibrate RC 1 CATEGORY io_error MATCH "blocker" DIR ${WORK} ABSENT ${WORK}/blocker/plan.bin
+  ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 3 -o ${WORK}/blocker/plan.bin --quiet)
+# above b_max (row 9): capped with one warning line, exit 0, plan written
+expect_success(CMD calibrate ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 6 --b-max 4 -o ${WORK}/capped.bin --quiet)
+if(NOT LAST_STDERR MATCHES "warning: .*bit budget B = 24 exceeds L \\* b_max = 4 \\* 4 = 16; capped to 16")
+  message(FATAL_ERROR "calibrate: cap warning missing: ${LAST_STDERR}")
+endif()
+if(NOT EXISTS ${WORK}/capped.bin)
+  message(FATAL_ERROR "calibrate: no plan after a capped budget")
+endif()

@@ -1,0 +1,44 @@
+# Bad-input contract of `bgtq capture` (docs/errors.md, CLI rows): every failure exits 1
+# with one line naming the category and the file, and leaves no output behind.
+include(${CMAKE_CURRENT_LIST_DIR}/../errors/cli_helpers.cmake)
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+file(WRITE ${WORK}/text.txt "the cat sat on the mat\nthe end\n")
+set(M ${ERRORS_DATA}/tiny.bin)
+set(T ${ERRORS_DATA}/tiny.tok)
+
+# sanity: the inputs are valid
+expect_success(CMD capture ARGS --model ${M} --tokenizer ${T} --text ${WORK}/text.txt -o ${WORK}/ok --quiet)
+foreach(f q k v)
+  if(NOT EXISTS ${WORK}/ok/${f}.npy)
+    message(FATAL_ERROR "sanity run wrote no ${f}.npy")
+  endif()
+endforeach()
+
+# a missing model: io_error, no output directory created
+expect_failure(CMD capture RC 1 CATEGORY io_error MATCH "missing.bin" DIR ${WORK} ABSENT ${WORK}/out1
+  ARGS --model ${WORK}/missing.bin --tokenizer ${T} --text ${WORK}/text.txt -o ${WORK}/out1 --quiet)
+# a file that is not a checkpoint (the tokenizer given as the model)
+expect_failure(CMD capture RC 1 CATEGORY format_error MATCH "tiny.tok" DIR ${WORK} ABSENT ${WORK}/out2
+  ARGS --model ${T} --tokenizer ${T} --text ${WORK}/text.txt -o ${WORK}/out2 --quiet)
+# a truncated checkpoint: the message gives the expected and the actual size
+expect_failure(CMD capture RC 1 CATEGORY format_error MATCH "tiny_truncated.bin.*expected 11324 bytes, actual 1000"
+  DIR ${WORK} ABSENT ${WORK}/out3
+  ARGS --model ${ERRORS_DATA}/tiny_truncated.bin --tokenizer ${T} --text ${WORK}/text.txt -o ${WORK}/out3 --quiet)
+# a tokenizer that does not fit the model's vocabulary
+expect_failure(CMD capture RC 1 CATEGORY format_error MATCH "text.txt" DIR ${WORK} ABSENT ${WORK}/out4
+  ARGS --model ${M} --tokenizer ${WORK}/text.txt --text ${WORK}/text.txt -o ${WORK}/out4 --quiet)
+# an output directory that cannot be created (a regular file is in the way)
+file(WRITE ${WORK}/blocker "x")
+expect_failure(CMD capture RC 1 CATEGORY io_error MATCH "blocker" DIR ${WORK} ABSENT ${WORK}/blocker/out
+  ARGS --model ${M} --tokenizer ${T} --text ${WORK}/text.txt -o ${WORK}/blocker/out --quiet)
+# an output file that cannot be replaced (k.npy is a directory): the failing file is never
+# half-written and no temporary remains; files completed before it (q.npy) stay complete
+file(MAKE_DIRECTORY ${WORK}/out5/k.npy)
+expect_failure(CMD capture RC 1 CATEGORY io_error MATCH "k.npy" DIR ${WORK}/out5 ABSENT ${WORK}/out5/v.npy
+  ARGS --model ${M} --tokenizer ${T} --text ${WORK}/text.txt -o ${WORK}/out5 --quiet)
+# bad usage: exit 2 with the usage line, nothing written
+expect_failure(CMD capture RC 2 MATCH "--tokens" DIR ${WORK} ABSENT ${WORK}/out6
+  ARGS --model ${M} --tokenizer ${T} --text ${WORK}/text.txt --tokens 0 -o ${WORK}/out6 --quiet)
+expect_failure(CMD capture RC 2 MATCH "missing required option --model" DIR ${WORK} ABSENT ${WORK}/out7
+  ARGS --tokenizer ${T} --text ${WORK}/text.txt -o ${WORK}/out7)

@@ -1,0 +1,40 @@
+# Bad-input contract of `bgtq eval` (docs/errors.md rows 1-3, 5, 21 through the CLI):
+# one line, exit 1 or 2, no result file (-o) written on failure.
+include(${CMAKE_CURRENT_LIST_DIR}/../errors/cli_helpers.cmake)
+file(REMOVE_RECURSE ${WORK})
+file(MAKE_DIRECTORY ${WORK})
+set(D ${ERRORS_DATA})
+set(R ${WORK}/r.json)
+
+expect_success(CMD eval ARGS --q ${D}/q.npy --k ${D}/k.npy --v ${D}/v.npy --rope half --bits 2 --methods tq,bgtq --quiet -o ${WORK}/ok.json)
+if(NOT EXISTS ${WORK}/ok.json)
+  message(FATAL_ERROR "sanity eval wrote no result")
+endif()
+
+# shapes that do not match (row 5): K against Q, V against K
+foreach(bad k_d6 k_t8 k_l2 k_h3)
+  expect_failure(CMD eval RC 1 CATEGORY shape_mismatch MATCH "${bad}.npy|q.npy" DIR ${WORK} ABSENT ${R}
+    ARGS --q ${D}/q.npy --k ${D}/${bad}.npy --v ${D}/v.npy --rope half --quiet -o ${R})
+endforeach()
+expect_failure(CMD eval RC 1 CATEGORY shape_mismatch MATCH "v_h2.npy: V has 2 heads but K has 1" DIR ${WORK} ABSENT ${R}
+  ARGS --q ${D}/q.npy --k ${D}/k.npy --v ${D}/v_h2.npy --rope half --quiet -o ${R})
+# NaN-laden (row 3) and truncated (row 1) .npy
+expect_failure(CMD eval RC 1 CATEGORY non_finite MATCH "k_nan.npy: element \\[0, 4, 0, 3\\]" DIR ${WORK} ABSENT ${R}
+  ARGS --q ${D}/q.npy --k ${D}/k_nan.npy --rope half --quiet -o ${R})
+expect_failure(CMD eval RC 1 CATEGORY format_error MATCH "k_truncated.npy" DIR ${WORK} ABSENT ${R}
+  ARGS --q ${D}/q.npy --k ${D}/k_truncated.npy --rope half --quiet -o ${R})
+expect_failure(CMD eval RC 1 CATEGORY format_error MATCH "tiny.tok" DIR ${WORK} ABSENT ${R}
+  ARGS --q ${D}/q.npy --k ${D}/tiny.tok --rope half --quiet -o ${R})
+# bad usage (row 6): widths outside 1..8 for a method, unknown method or pairing
+expect_failure(CMD eval RC 2 MATCH "--bits entries must be in 1..8, got 9" DIR ${WORK} ABSENT ${R}
+  ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --bits 2,9 -o ${R})
+expect_failure(CMD eval RC 2 MATCH "--rope" DIR ${WORK} ABSENT ${R}
+  ARGS --q ${D}/q.npy --k ${D}/k.npy --rope sideways -o ${R})
+# a failing run leaves an existing result file untouched
+file(WRITE ${R} "old")
+expect_failure(CMD eval RC 1 CATEGORY shape_mismatch DIR ${WORK}
+  ARGS --q ${D}/q.npy --k ${D}/k_d6.npy --rope half --quiet -o ${R})
+file(READ ${R} kept)
+if(NOT kept STREQUAL "old")
+  message(FATAL_ERROR "a failing eval changed the existing result file")
+endif()

@@ -1,0 +1,324 @@
+// Bad-input contract (docs/errors.md), cache and codec rows: one TEST_CASE per row.
+#include <bgtq/codec/block_gtq.hpp>
+#include <bgtq/codec/tq_quantizer.hpp>
+
+#include <limits>
+#include <string>
+
+#include "cache_util.hpp"
+#include "errors_util.hpp"
+
+using namespace errors_test;
+using bgtq::errc;
+
+namespace {
+
+constexpr float nan_f = std::numeric_limits<float>::quiet_NaN();
+constexpr float inf_f = std::numeric_limits<float>::infinity();
+
+//! Every decoded key and value of (seq, layer), all heads, flattened.
+template <class Cache>
+std::vector<float> snapshot(const Cache& c, int seq, int layer) {
+  const int D = c.config().head_dim;
+  std::vector<float> out, x(static_cast<std::size_t>(D));
+  for (int h = 0; h < c.config().kv_heads; ++h)
+    for (std::int64_t t = 0; t < c.length(seq, layer); ++t) {
+      c.decode_key(seq, layer, h, t, x.data());
+      out.insert(out.end(), x.begin(), x.end());
+      c.decode_value(seq, layer, h, t, x.data());
+      out.insert(out.end(), x.begin(), x.end());
+    }
+  return out;
+}
+
+double norm(const std::vector<float>& x) {
+  double s = 0;
+  for (float v : x) s += static_cast<double>(v) * v;
+  return std::sqrt(s);
+}
+
+}  // namespace
+
+TEST_CASE("errors row 4: a cache whose shape does not match the plan (layers, KV heads, D) is a shape_mismatch",
+          "[errors]") {
+  const auto p = make_plan(2, 2, 4, 8, {3, 1, 4, 2}, 3, 1);
+  REQUIRE_NOTHROW(bgtq::make_bgtq_cache(p, config(2, 2, 4, 8, 2)));
+  require_error([&] { (void)bgtq::make_bgtq_cache(p, config(3, 2, 4, 8, 2)); }, errc::shape_mismatch,
+                {"4 key and 4 value codec states for 6 (layer, KV head) pairs"});
+  require_error([&] { (void)bgtq::make_bgtq_cache(p, config(2, 1, 2, 8, 2)); }, errc::shape_mismatch,
+                {"codec states for 2 (layer, KV head) pairs"});
+  require_error([&] { (void)bgtq::make_bgtq_cache(p, config(2, 2, 4, 16, 2)); }, errc::shape_mismatch,
+                {"head_dim 8/8, cache has 16"});
+  // a head plan applied to another head geometry
+  require_error([&] { (void)bgtq::block_gtq_codec(p.head(0, 0), bgtq::rope_layout(16, bgtq::rope_pairing::half), {}); },
+                errc::shape_mismatch, {"4 widths for 8 RoPE blocks"});
+  // fp16 and KIVI states built for another shape
+  require_error([] { (void)bgtq::fp16_cache<>(config(2, 2, 4, 8, 2), bgtq::fp16_states(2, 2, 6), bgtq::fp16_states(2, 2, 6)); },
+                errc::shape_mismatch, {"head_dim 6/6, cache has 8"});
+}
+
+TEST_CASE("errors row 12: an append past the page pool's capacity is capacity_exhausted and changes nothing",
+          "[errors]") {
+  const int D = 8, H = 2;
+  auto cache = gtq_cache(config(1, H, 2, D, 2, 1, 3), 12);
+  const int s = cache.add_sequence();
+  const auto k = rows(300, H, D, 1), v = rows(300, H, D, 2);
+  cache.append(s, 0, k.data(), v.data(), 100);  // 1 sink + 96 in pages (2 pages) + 3 recent
+  const auto before = snapshot(cache, s, 0);
+  const auto used = cache.bytes_used();
+  const auto vectors = cache.stats().vectors;
+  require_error([&] { cache.append(s, 0, k.data(), v.data(), 40); }, errc::capacity_exhausted,
+                {"sequence 0 needs 1 more page(s) of 64 tokens", "0 of 2 are free", "nothing was appended"});
+  REQUIRE(cache.length(s, 0) == 100);
+  REQUIRE(cache.pages_free() == 0);
+  REQUIRE(cache.bytes_used() == used);
+  REQUIRE(cache.stats().vectors == vectors);
+  REQUIRE(snapshot(cache, s, 0) == before);
+  // a second sequence cannot get a page either, and what fits still goes in
+  const int s2 = cache.add_sequence();
+  require_error([&] { cache.append(s2, 0, k.data(), v.data(), 68); }, errc::capacity_exhausted);
+  REQUIRE(cache.length(s2, 0) == 0);
+  cache.append(s2, 0, k.data(), v.data(), 4);  // 1 sink + 3 recent: no page needed
+  REQUIRE(cache.length(s2, 0) == 4);
+  cache.append(s, 0, k.data(), v.data(), 29);  // fills the second page exactly
+  REQUIRE(cache.length(s, 0) == 129);
+}
+
+TEST_CASE("errors row 13: a sequence id that does not exist is not_found everywhere", "[errors]") {
+  const int D = 8;
+  auto cache = gtq_cache(config(2, 1, 2, D, 2), 13);
+  const auto k = rows(2, 1, D, 3);
+  const int s = cache.add_sequence();
+  cache.append(s, 0, k.data(), k.data(), 2);
+  std::vector<float> x(D), q(2 * D, 1.0f);
+  for (const int bad : {-1, 1, 7, 1 << 30}) {
+    require_error([&] { cache.append(bad, 0, k.data(), k.data(), 1); }, errc::not_found,
+                  {("sequence " + std::to_string(bad) + " does not exist").c_str()});
+    require_error([&] { cache.free_sequence(bad); }, errc::not_found);
+    require_error([&] { (void)cache.length(bad); }, errc::not_found);
+    require_error([&] { cache.decode_key(bad, 0, 0, 0, x.data()); }, errc::not_found);
+    require_error([&] { (void)attend(cache, 0, bad, q); }, errc::not_found);
+  }
+  // a freed id is gone too (until add_sequence reuses it)
+  cache.free_sequence(s);
+  require_error([&] { cache.append(s, 0, k.data(), k.data(), 1); }, errc::not_found, {"sequence 0 does not exist"});
+  REQUIRE(cache.pages_free() == 2);
+  // layers and heads that do not exist
+  const int s2 = cache.add_sequence();
+  require_error([&] { cache.append(s2, 2, k.data(), k.data(), 1); }, errc::not_found, {"layer 2 does not exist (layers: 2)"});
+  require_error([&] { (void)cache.key(0, 1); }, errc::not_found, {"no (layer 0, kv_head 1)"});
+}
+
+TEST_CASE("errors row 14: non-finite keys or values are rejected by default, naming token, head and K/V", "[errors]") {
+  const int D = 8, H = 2;
+  auto k = rows(70, H, D, 4), v = rows(70, H, D, 5);
+  auto run = [&](auto cache) {
+    const int s = cache.add_sequence();
+    cache.append(s, 0, k.data(), v.data(), 3);
+    const auto before = snapshot(cache, s, 0);
+    const int pages = cache.pages_used();
+    auto k2 = k, v2 = v;
+    v2[(static_cast<std::size_t>(66) * H + 1) * D + 5] = nan_f;  // chunk row 63, token 66
+    require_error([&] { cache.append(s, 0, k2.data() + 3 * H * D, v2.data() + 3 * H * D, 67); }, errc::non_finite,
+                  {"value of token 66 (chunk row 63), layer 0, kv_head 1 is not finite", "nothing was appended"});
+    k2[1 * D + 0] = -inf_f;  // chunk row 0, head 1
+    require_error([&] { cache.append(s, 0, k2.data(), v.data(), 1); }, errc::non_finite, {"key of token 3", "kv_head 1"});
+    REQUIRE(cache.length(s, 0) == 3);
+    REQUIRE(cache.pages_used() == pages);
+    REQUIRE(cache.stats().nonfinite == 0);
+    REQUIRE(snapshot(cache, s, 0) == before);
+  };
+  run(gtq_cache(config(1, H, 2, D, 2, 1, 1), 14));
+  run(half_cache(config(1, H, 2, D, 2)));
+  run(kivi(config(1, H, 2, D, 2), 2, false));
+}
+
+TEST_CASE("errors row 15: with nonfinite_policy::zero a non-finite vector is stored as zero and counted", "[errors]") {
+  const int D = 8, H = 2, T = 80;
+  auto k = rows(T, H, D, 6), v = rows(T, H, D, 7);
+  // token 0 goes to the sink, token 40 to a page, token 79 stays in the recent window
+  for (const int t : {0, 40, 79}) {
+    k[(static_cast<std::size_t>(t) * H + 1) * D + 2] = nan_f;
+    v[(static_cast<std::size_t>(t) * H + 0) * D + 7] = inf_f;
+  }
+  auto cfg = config(1, H, 4, D, 2, 1, 4);
+  cfg.nonfinite = bgtq::nonfinite_policy::zero;
+  auto cache = gtq_cache(cfg, 15);
+  const int s = cache.add_sequence();
+  cache.append(s, 0, k.data(), v.data(), T);
+  REQUIRE(cache.stats().nonfinite == 6);  // 3 keys + 3 values
+  std::vector<float> x(D);
+  for (const int t : {0, 40, 79}) {
+    cache.decode_key(s, 0, 1, t, x.data());
+    for (float f : x) REQUIRE(f == 0.0f);
+    cache.decode_value(s, 0, 0, t, x.data());
+    for (float f : x) REQUIRE(f == 0.0f);
+    cache.decode_key(s, 0, 0, t, x.data());  // the finite neighbours are kept
+    REQUIRE(norm(x) > 0.1);
+  }
+  const auto q = rows(1, 4, D, 8);
+  REQUIRE(all_finite(attend(cache, 0, s, q)));  // no NaN reached the cache
+}
+
+TEST_CASE("errors row 16: zero vectors store radius 0, decode to exact zeros and are counted", "[errors]") {
+  const int D = 16, H = 1, T = 70;
+  auto k = rows(T, H, D, 9), v = rows(T, H, D, 10);
+  std::fill(k.begin() + 5 * D, k.begin() + 6 * D, 0.0f);  // key 5 entirely zero
+  std::fill(v.begin() + 5 * D, v.begin() + 6 * D, 0.0f);
+  for (int j = 0; j < D; ++j) k[static_cast<std::size_t>(9 * D + j)] = 1e-38f;  // squared norm underflows
+  auto cache = gtq_cache(config(1, H, 2, D, 2), 16);
+  const int s = cache.add_sequence();
+  cache.append(s, 0, k.data(), v.data(), T);
+  const auto groups = cache.key(0, 0).codec.groups().size();
+  REQUIRE(groups == 4);
+  REQUIRE(cache.stats().zero_vectors == 2 * groups + 1);  // every key group of tokens 5 and 9, and value 5
+  std::vector<float> x(D);
+  cache.decode_key(s, 0, 0, 5, x.data());
+  for (float f : x) REQUIRE(f == 0.0f);
+  cache.decode_value(s, 0, 0, 5, x.data());
+  for (float f : x) REQUIRE(f == 0.0f);
+  cache.decode_key(s, 0, 0, 9, x.data());
+  for (float f : x) REQUIRE(std::fabs(f) <= 1e-37f);
+  // an all-zero sequence gives uniform weights over zero values: exactly zero output
+  auto z = gtq_cache(config(1, H, 2, D, 2), 16);
+  const int sz = z.add_sequence();
+  const std::vector<float> zeros(static_cast<std::size_t>(T) * D, 0.0f);
+  z.append(sz, 0, zeros.data(), zeros.data(), T);
+  const auto out = attend(z, 0, sz, rows(1, 2, D, 11));
+  for (float f : out) REQUIRE(f == 0.0f);
+}
+
+TEST_CASE("errors row 17: fp16 radii of norms above 65504 are clamped to 65504 and counted", "[errors]") {
+  const int D = 8;
+  for (const float big : {5e4f, 1e6f, 1e30f, 3e38f}) {
+    INFO("components " << big);
+    std::vector<float> k(D, big), v(D, 1.0f);
+    k[3] = -big;
+    auto cache = gtq_cache(config(1, 1, 1, D, 1), 17);
+    const int s = cache.add_sequence();
+    cache.append(s, 0, k.data(), v.data(), 1);
+    REQUIRE(cache.key(0, 0).codec.groups().size() == 4);  // four 2-D key groups: |group| = big*sqrt(2) > 65504
+    REQUIRE(cache.stats().clamped_radii == 4);
+    std::vector<float> x(D);
+    cache.decode_key(s, 0, 0, 0, x.data());
+    REQUIRE(all_finite(x));
+    REQUIRE(norm(x) <= 2 * 65504.0 * 1.5);  // each group's stored radius is 65504 (times |c(idx)|)
+    REQUIRE(norm(x) >= 0.5 * 2 * 65504.0);
+    REQUIRE(x[3] < 0.0f);  // the direction survives the clamp
+    REQUIRE(x[0] > 0.0f);
+    REQUIRE(all_finite(attend(cache, 0, s, std::vector<float>(D, 1.0f))));
+    // values: one 8-D group with its own fp16 radius, clamped and counted the same way
+    auto vcache = gtq_cache(config(1, 1, 1, D, 1), 17);
+    const int sv = vcache.add_sequence();
+    vcache.append(sv, 0, v.data(), k.data(), 1);
+    REQUIRE(vcache.stats().clamped_radii == 1);
+    vcache.decode_value(sv, 0, 0, 0, x.data());
+    REQUIRE(all_finite(x));
+    REQUIRE(norm(x) <= 65504.0 * 1.5);
+    REQUIRE(norm(x) >= 0.5 * 65504.0);
+  }
+}
+
+TEST_CASE("errors row 18: fp32 radii never clamp: large norms are stored and decoded at scale", "[errors]") {
+  const int D = 8;
+  for (const float big : {1e6f, 1e30f}) {
+    INFO("components " << big);
+    std::vector<float> k(D, big), v(D, big);
+    k[3] = -big;
+    auto cache = gtq_cache(config(1, 1, 1, D, 1), 18, bgtq::radius_format::fp32);
+    const int s = cache.add_sequence();
+    cache.append(s, 0, k.data(), v.data(), 1);
+    REQUIRE(cache.stats().clamped_radii == 0);
+    std::vector<float> x(D);
+    cache.decode_key(s, 0, 0, 0, x.data());
+    REQUIRE(norm(x) == Approx(big * std::sqrt(8.0)).epsilon(0.3));
+    REQUIRE(x[3] < 0.0f);
+    cache.decode_value(s, 0, 0, 0, x.data());
+    REQUIRE(norm(x) == Approx(big * std::sqrt(8.0)).epsilon(0.3));
+  }
+  // the one exception: a norm beyond float's range (components near 3.4e38) is stored as
+  // FLT_MAX and counted; the direction is kept
+  std::vector<float> k(D, 3e38f), v(D, -3e38f);
+  k[3] = -3e38f;
+  auto cache = gtq_cache(config(1, 1, 1, D, 1), 18, bgtq::radius_format::fp32);
+  const int s = cache.add_sequence();
+  cache.append(s, 0, k.data(), v.data(), 1);
+  REQUIRE(cache.stats().clamped_radii == 4 + 1);  // four 2-D key groups and the 8-D value
+  std::vector<float> x(D);
+  cache.decode_key(s, 0, 0, 0, x.data());
+  REQUIRE(x[3] < -1e37f);
+  REQUIRE(x[0] > 1e37f);
+}
+
+TEST_CASE("errors row 19: fp16 windows and fp16 pages clamp values beyond 65504 and count them", "[errors]") {
+  const int D = 8;
+  std::vector<float> k(2 * D, 1.0f), v(2 * D, 1.0f);
+  k[2] = 1e5f;
+  k[D + 4] = -7e4f;
+  v[1] = 65504.0f;  // representable: not clamped
+  {  // fp16 pages
+    auto cache = half_cache(config(1, 1, 1, D, 1));
+    const int s = cache.add_sequence();
+    cache.append(s, 0, k.data(), v.data(), 2);
+    REQUIRE(cache.stats().clamped_radii == 2);
+    std::vector<float> x(D);
+    cache.decode_key(s, 0, 0, 0, x.data());
+    REQUIRE(x[2] == 65504.0f);
+    cache.decode_key(s, 0, 0, 1, x.data());
+    REQUIRE(x[4] == -65504.0f);
+  }
+  {  // the fp16 window of a Block-GTQ cache (sink + recent)
+    auto cache = gtq_cache(config(1, 1, 1, D, 1, 1, 2), 19);
+    const int s = cache.add_sequence();
+    cache.append(s, 0, k.data(), v.data(), 2);
+    REQUIRE(cache.stats().clamped_radii == 2);
+    std::vector<float> x(D);
+    cache.decode_key(s, 0, 0, 0, x.data());
+    REQUIRE(x[2] == 65504.0f);
+    cache.decode_key(s, 0, 0, 1, x.data());
+    REQUIRE(x[4] == -65504.0f);
+    cache.decode_value(s, 0, 0, 0, x.data());
+    REQUIRE(x[1] == 65504.0f);
+  }
+}
+
+TEST_CASE("errors row 20: KIVI scales and zero points that overflow fp16 are clamped: no NaN or Inf is stored",
+          "[errors]") {
+  const int D = 8, T = 64;
+  // a channel spanning [-60000, 60000]: 1-bit scale (hi - lo) / 1 = 120000 does not fit fp16
+  std::vector<float> k(static_cast<std::size_t>(T) * D), v(k.size());
+  bgtq::counter_rng r(20);
+  for (std::size_t i = 0; i < k.size(); ++i) {
+    k[i] = static_cast<float>((r.uniform() * 2 - 1) * 60000.0);
+    v[i] = static_cast<float>((r.uniform() * 2 - 1) * 60000.0);
+  }
+  k[0] = 60000.0f;
+  k[static_cast<std::size_t>(D)] = -60000.0f;
+  for (const bool symmetric : {false, true})
+    for (const int bits : {1, 2}) {
+      INFO("bits " << bits << (symmetric ? " symmetric" : " asymmetric"));
+      auto cache = kivi(config(1, 1, 1, D, 1), bits, symmetric);
+      const int s = cache.add_sequence();
+      cache.append(s, 0, k.data(), v.data(), T);
+      std::vector<float> x(D);
+      for (int t = 0; t < T; ++t) {
+        cache.decode_key(s, 0, 0, t, x.data());
+        REQUIRE(all_finite(x));
+        cache.decode_value(s, 0, 0, t, x.data());
+        REQUIRE(all_finite(x));
+      }
+      REQUIRE(all_finite(attend(cache, 0, s, std::vector<float>(D, 1e-3f))));
+    }
+  // the flat round trips used by `bgtq eval`, on values beyond the fp16 range too
+  std::vector<float> out(k.size());
+  for (auto& x : k) x *= 1e3f;  // up to 6e7: zero points beyond 65504
+  for (const bool symmetric : {false, true}) {
+    bgtq::kivi_options o;
+    o.bits = 1;
+    o.symmetric = symmetric;
+    bgtq::kivi_keys_roundtrip(k.data(), T, D, o, out.data());
+    REQUIRE(all_finite(out));
+    bgtq::kivi_values_roundtrip(k.data(), T, D, o, out.data());
+    REQUIRE(all_finite(out));
+  }
+}
