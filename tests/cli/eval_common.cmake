@@ -1,17 +1,6 @@
 # Shared by the eval CLI tests: run bgtq, check exit codes, and compare Block-GTQ with
 # uniform TQ-MSE layer by layer in an eval JSON.
-function(bgtq_run out_var err_var rc_var)
-  execute_process(COMMAND ${BGTQ} ${ARGN} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
-  set(${out_var} "${out}" PARENT_SCOPE)
-  set(${err_var} "${err}" PARENT_SCOPE)
-  set(${rc_var} "${rc}" PARENT_SCOPE)
-endfunction()
-
-function(bgtq_expect_rc rc want what err)
-  if(NOT rc EQUAL want)
-    message(FATAL_ERROR "${what}: exit code ${rc}, expected ${want}; stderr: ${err}")
-  endif()
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/common.cmake)
 
 # Fails unless bgtq@B has a lower logit MAE than tq@B in every layer of eval JSON `json`.
 function(bgtq_expect_wins json bits what)

@@ -1,0 +1,57 @@
+# Helpers shared by the CLI test scripts (run with cmake -P; BGTQ is the bgtq binary).
+
+# Runs `bgtq ARGN` and returns its stdout, stderr and exit code.
+function(bgtq_run out_var err_var rc_var)
+  execute_process(COMMAND ${BGTQ} ${ARGN} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  set(${out_var} "${out}" PARENT_SCOPE)
+  set(${err_var} "${err}" PARENT_SCOPE)
+  set(${rc_var} "${rc}" PARENT_SCOPE)
+endfunction()
+
+function(bgtq_expect_rc rc want what err)
+  if(NOT rc EQUAL want)
+    message(FATAL_ERROR "${what}: exit code ${rc}, expected ${want}; stderr: ${err}")
+  endif()
+endfunction()
+
+function(bgtq_expect_match text regex what)
+  if(NOT text MATCHES "${regex}")
+    message(FATAL_ERROR "${what}: '${text}' does not match '${regex}'")
+  endif()
+endfunction()
+
+# An .npy file written by bgtq: little-endian float32, C order, a shape matching
+# shape_regex (e.g. "2, *9, *4, *6"), and a size of exactly header + 4 * count bytes.
+# Reads the header length from the file (format 1.0 or 2.0).
+function(bgtq_expect_npy path shape_regex count)
+  if(NOT EXISTS ${path})
+    message(FATAL_ERROR "${path} was not written")
+  endif()
+  file(READ ${path} magic HEX OFFSET 0 LIMIT 6)
+  if(NOT magic STREQUAL "934e554d5059")  # \x93NUMPY
+    message(FATAL_ERROR "${path}: not an .npy file (magic ${magic})")
+  endif()
+  file(READ ${path} ver HEX OFFSET 6 LIMIT 1)
+  if(ver STREQUAL "01")
+    file(READ ${path} hl HEX OFFSET 8 LIMIT 2)
+    string(SUBSTRING ${hl} 0 2 lo)
+    string(SUBSTRING ${hl} 2 2 hi)
+    math(EXPR header "10 + 0x${hi}${lo}")
+  else()
+    file(READ ${path} hl HEX OFFSET 8 LIMIT 4)
+    string(SUBSTRING ${hl} 0 2 b0)
+    string(SUBSTRING ${hl} 2 2 b1)
+    string(SUBSTRING ${hl} 4 2 b2)
+    string(SUBSTRING ${hl} 6 2 b3)
+    math(EXPR header "12 + 0x${b3}${b2}${b1}${b0}")
+  endif()
+  file(READ ${path} dict OFFSET 10 LIMIT 118)
+  bgtq_expect_match("${dict}" "'descr': '<f4'" "${path} dtype")
+  bgtq_expect_match("${dict}" "'fortran_order': False" "${path} order")
+  bgtq_expect_match("${dict}" "'shape': \\(${shape_regex}\\)" "${path} shape")
+  file(SIZE ${path} size)
+  math(EXPR want "${header} + 4 * ${count}")
+  if(NOT size EQUAL want)
+    message(FATAL_ERROR "${path}: ${size} bytes, expected ${want}")
+  endif()
+endfunction()
