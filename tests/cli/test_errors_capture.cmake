@@ -4,7 +4,7 @@ include(${CMAKE_CURRENT_LIST_DIR}/../errors/cli_helpers.cmake)
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
 file(WRITE ${WORK}/text.txt "the cat sat on the mat\nthe end\n")
-set(M ${ERRORS_DATA}/tiny.bin)
+set(M ${ERRORS_DATA}/tiny.ckpt)
 set(T ${ERRORS_DATA}/tiny.tok)
 
 # sanity: the inputs are valid
@@ -22,9 +22,9 @@ expect_failure(CMD capture RC 1 CATEGORY io_error MATCH "missing.bin" DIR ${WORK
 expect_failure(CMD capture RC 1 CATEGORY format_error MATCH "tiny.tok" DIR ${WORK} ABSENT ${WORK}/out2
   ARGS --model ${T} --tokenizer ${T} --text ${WORK}/text.txt -o ${WORK}/out2 --quiet)
 # a truncated checkpoint: the message gives the expected and the actual size
-expect_failure(CMD capture RC 1 CATEGORY format_error MATCH "tiny_truncated.bin.*expected 11324 bytes, actual 1000"
+expect_failure(CMD capture RC 1 CATEGORY format_error MATCH "tiny_truncated.ckpt.*expected 11324 bytes, actual 1000"
   DIR ${WORK} ABSENT ${WORK}/out3
-  ARGS --model ${ERRORS_DATA}/tiny_truncated.bin --tokenizer ${T} --text ${WORK}/text.txt -o ${WORK}/out3 --quiet)
+  ARGS --model ${ERRORS_DATA}/tiny_truncated.ckpt --tokenizer ${T} --text ${WORK}/text.txt -o ${WORK}/out3 --quiet)
 # a tokenizer that does not fit the model's vocabulary
 expect_failure(CMD capture RC 1 CATEGORY format_error MATCH "text.txt" DIR ${WORK} ABSENT ${WORK}/out4
   ARGS --model ${M} --tokenizer ${WORK}/text.txt --text ${WORK}/text.txt -o ${WORK}/out4 --quiet)

@@ -322,3 +322,42 @@ TEST_CASE("errors row 20: KIVI scales and zero points that overflow fp16 are cla
     REQUIRE(all_finite(out));
   }
 }
+
+TEST_CASE("errors row 22: a non-finite query or scale is rejected by decode attention and the output is untouched",
+          "[errors]") {
+  const int D = 8, H = 2, Hq = 4;
+  const auto k = rows(70, H, D, 22), v = rows(70, H, D, 23);
+  auto run = [&](auto cache) {
+    const int s = cache.add_sequence();
+    cache.append(s, 0, k.data(), v.data(), 70);
+    std::vector<float> q(static_cast<std::size_t>(Hq * D), 0.5f);
+    const auto good = attend(cache, 0, s, q);
+    REQUIRE(all_finite(good));
+    bgtq::attention_workspace ws(cache);
+    const int seqs[2] = {s, s};
+    for (const float bad : {std::numeric_limits<float>::quiet_NaN(), inf_f, -inf_f}) {
+      // batch of two: the second query, head 3, coordinate 6 is bad
+      std::vector<float> q2(2 * q.size(), 0.25f), out(q2.size(), 7.0f);
+      q2[q.size() + 3 * D + 6] = bad;
+      require_error([&] { bgtq::decode_attention(cache, 0, std::span<const int>(seqs, 2), q2.data(), out.data(), ws); },
+                    errc::non_finite, {"query 1 (sequence 0), head 3, coordinate 6 is not finite"});
+      for (float o : out) REQUIRE(o == 7.0f);
+      bgtq::thread_pool pool(2);
+      std::vector<bgtq::attention_workspace> wss;
+      wss.emplace_back(cache);
+      wss.emplace_back(cache);
+      require_error([&] {
+        bgtq::decode_attention(cache, 0, std::span<const int>(seqs, 2), q2.data(), out.data(), pool,
+                               std::span<bgtq::attention_workspace>(wss));
+      }, errc::non_finite, {"query 1"});
+      for (float o : out) REQUIRE(o == 7.0f);
+    }
+    for (const float bad_scale : {std::numeric_limits<float>::quiet_NaN(), inf_f, -1.0f})
+      require_error([&] { (void)attend(cache, 0, s, q, bad_scale); }, errc::invalid_argument, {"scale"});
+    // the cache is still usable and gives the same result
+    REQUIRE(attend(cache, 0, s, q) == good);
+  };
+  run(gtq_cache(config(1, H, Hq, D, 4, 1, 2), 22));
+  run(half_cache(config(1, H, Hq, D, 4)));
+  run(kivi(config(1, H, Hq, D, 4), 2, false));
+}

@@ -95,9 +95,9 @@ TEST_CASE("CLI error-test data: tiny llama2.c model and byte-level tokenizer are
   tensor(static_cast<std::size_t>(hidden) * dim, false); // w3
   tensor(dim, true);                                      // rms_final
   tensor(static_cast<std::size_t>(seq_len) * hd, true);   // legacy freq_cis (ignored)
-  check_or_write("tiny.bin", m.b);
+  check_or_write("tiny.ckpt", m.b);
   // the same checkpoint cut after 1000 bytes (a truncated download)
-  check_or_write("tiny_truncated.bin", std::vector<unsigned char>(m.b.begin(), m.b.begin() + 1000));
+  check_or_write("tiny_truncated.ckpt", std::vector<unsigned char>(m.b.begin(), m.b.begin() + 1000));
 }
 
 TEST_CASE("CLI error-test data: .npy activations with shape, NaN and truncation faults are current", "[errors][data]") {

@@ -61,18 +61,18 @@ TEST_CASE("fuzz seeds: packed pages of every codec are current and run", "[fuzz]
     std::vector<std::uint8_t> header;
   } seeds[] = {
       // Block-GTQ keys, D = 16 (8 blocks, widths 0..8), bit planes, P = 64, fp16 radii
-      {"gtq_d16_bitplane.bin", page_header(0, 0, 6, 0, 64, 4, 0, 11, {3, 1, 4, 1, 5, 0, 2, 8})},
+      {"gtq_d16_bitplane.seed", page_header(0, 0, 6, 0, 64, 4, 0, 11, {3, 1, 4, 1, 5, 0, 2, 8})},
       // Block-GTQ keys, D = 10, token-major P = 48, fp32 radii, norm correction, half pairing
-      {"gtq_d10_tokenmajor_fp32.bin", page_header(0, 1, 4, 2, 37, 3, 1 | 2 | 16, 12, {2, 2, 7, 1, 6})},
+      {"gtq_d10_tokenmajor_fp32.seed", page_header(0, 1, 4, 2, 37, 3, 1 | 2 | 16, 12, {2, 2, 7, 1, 6})},
       // uniform 3-bit TQ over D = 32 (Hadamard), P = 128, 100 valid tokens, G = 8
-      {"tq3_d32.bin", page_header(1, 0, 8, 1, 100, 8, 4, 13, {3})},
+      {"tq3_d32.seed", page_header(1, 0, 8, 1, 100, 8, 4, 13, {3})},
       // uniform 8-bit TQ over D = 6 (structured rotation), Gaussian codebook
-      {"tq8_d6_gauss.bin", page_header(1, 1, 2, 0, 16, 2, 1 << 5, 14, {8})},
-      {"kivi_k2_asym.bin", page_header(2, 0, 3, 0, 50, 2, 0, 15, {1})},
-      {"kivi_k4_sym_tokenmajor.bin", page_header(3, 1, 5, 1, 64, 1, 0, 16, {3})},
-      {"kivi_v3_asym.bin", page_header(4, 0, 7, 1, 128, 5, 4, 17, {2})},
-      {"kivi_v1_sym.bin", page_header(5, 1, 0, 0, 9, 9, 0, 18, {0})},
-      {"fp16_d64.bin", page_header(6, 0, 9, 0, 17, 4, 4, 19, {})},
+      {"tq8_d6_gauss.seed", page_header(1, 1, 2, 0, 16, 2, 1 << 5, 14, {8})},
+      {"kivi_k2_asym.seed", page_header(2, 0, 3, 0, 50, 2, 0, 15, {1})},
+      {"kivi_k4_sym_tokenmajor.seed", page_header(3, 1, 5, 1, 64, 1, 0, 16, {3})},
+      {"kivi_v3_asym.seed", page_header(4, 0, 7, 1, 128, 5, 4, 17, {2})},
+      {"kivi_v1_sym.seed", page_header(5, 1, 0, 0, 9, 9, 0, 18, {0})},
+      {"fp16_d64.seed", page_header(6, 0, 9, 0, 17, 4, 4, 19, {})},
   };
   for (const auto& s : seeds) {
     const auto bytes = bgtq_fuzz::page_seed(s.header);
@@ -90,15 +90,15 @@ TEST_CASE("fuzz seeds: cache + attention configurations are current and run", "[
     std::vector<std::uint8_t> bytes;
   } seeds[] = {
       // Block-GTQ, D = 8, 2 layers, 2 KV heads, GQA 3, sink 2, recent 3, 150 tokens in chunks of 17
-      {"gtq_d8_window.bin", attention_input(0, 0, 3, 2, 2, 3, 0, 2, 3, 150, 17, 0, 0, 21, 1, {3, 0, 2, 3, 1, 4, 2, 3, 1, 4, 0, 0})},
+      {"gtq_d8_window.seed", attention_input(0, 0, 3, 2, 2, 3, 0, 2, 3, 150, 17, 0, 0, 21, 1, {3, 0, 2, 3, 1, 4, 2, 3, 1, 4, 0, 0})},
       // Block-GTQ, D = 16, token-major, fp32 radii + norm correction, huge keys (1e6)
-      {"gtq_d16_big_fp32.bin", attention_input(0, 1, 4, 1, 1, 4, 3, 0, 0, 70, 70, 0, 6, 22, 0, {4, 1 | 2 | 4, 1, 2, 3, 4, 5, 6, 7, 8})},
+      {"gtq_d16_big_fp32.seed", attention_input(0, 1, 4, 1, 1, 4, 3, 0, 0, 70, 70, 0, 6, 22, 0, {4, 1 | 2 | 4, 1, 2, 3, 4, 5, 6, 7, 8})},
       // fp16, D = 32, values in the 1e5 range (clamped), pages overwritten by a byte pattern
-      {"fp16_d32_overwrite.bin", attention_input(1, 0, 5, 1, 2, 2, 0, 1, 0, 130, 64, 4, 5, 23, 1, {}, pattern)},
+      {"fp16_d32_overwrite.seed", attention_input(1, 0, 5, 1, 2, 2, 0, 1, 0, 130, 64, 4, 5, 23, 1, {}, pattern)},
       // KIVI 2-bit with a 32-token block window, raw float rows with the zero policy
-      {"kivi_raw_rows.bin", attention_input(2, 1, 2, 1, 1, 1, 1, 0, 5, 90, 7, 1 | 2, 0, 24, 0, {1}, pattern)},
+      {"kivi_raw_rows.seed", attention_input(2, 1, 2, 1, 1, 1, 1, 0, 5, 90, 7, 1 | 2, 0, 24, 0, {1}, pattern)},
       // KIVI symmetric 1-bit, tiny values (1e-9)
-      {"kivi_sym1_tiny.bin", attention_input(3, 0, 6, 2, 1, 2, 0, 3, 7, 200, 80, 0, -9, 25, 1, {0})},
+      {"kivi_sym1_tiny.seed", attention_input(3, 0, 6, 2, 1, 2, 0, 3, 7, 200, 80, 0, -9, 25, 1, {0})},
   };
   for (const auto& s : seeds) {
     check_or_write_seed("attention", s.file, s.bytes);
@@ -169,9 +169,9 @@ TEST_CASE("fuzz seeds: llama2.c checkpoints are current and load", "[fuzz][corpu
     const char* file;
     std::vector<std::uint8_t> bytes;
   } seeds[] = {
-      {"tied_d8_l1_h2_kv1.bin", tiny_checkpoint(8, 12, 1, 2, 1, 6, 3, 1)},
-      {"untied_d4_l2_h1.bin", tiny_checkpoint(4, 4, 2, 1, 1, -5, 2, 2)},
-      {"gqa_d16_h4_kv2.bin", tiny_checkpoint(16, 8, 1, 4, 2, 4, 2, 3)},
+      {"tied_d8_l1_h2_kv1.seed", tiny_checkpoint(8, 12, 1, 2, 1, 6, 3, 1)},
+      {"untied_d4_l2_h1.seed", tiny_checkpoint(4, 4, 2, 1, 1, -5, 2, 2)},
+      {"gqa_d16_h4_kv2.seed", tiny_checkpoint(16, 8, 1, 4, 2, 4, 2, 3)},
   };
   for (const auto& s : seeds) {
     check_or_write_seed("llama2c_model", s.file, s.bytes);

@@ -195,10 +195,25 @@ void attend_head(const Cache& cache, int layer, int seq, const typename Cache::s
 }
 
 //! Validates a decode call; returns the views of the sequences.
+//! Rejects a null or non-finite query (it would give a NaN output, or, through the
+//! softmax, silently drop keys) and a non-finite or negative scale.
 template <class Cache>
 std::vector<typename Cache::sequence_view> check_decode(const Cache& cache, int layer, std::span<const int> seqs,
-                                                        const float* q, float* out) {
+                                                        const float* q, float* out, float scale) {
   BGTQ_REQUIRE(q != nullptr && out != nullptr, errc::invalid_argument, "decode_attention: null query or output");
+  BGTQ_REQUIRE(std::isfinite(scale) && scale >= 0.0f, errc::invalid_argument,
+               "decode_attention: scale = " + std::to_string(scale) + " (must be finite and >= 0; 0 means 1/sqrt(head_dim))");
+  const auto& cfg = cache.config();
+  const std::size_t row = static_cast<std::size_t>(cfg.q_heads) * static_cast<std::size_t>(cfg.head_dim);
+  for (std::size_t b = 0; b < seqs.size(); ++b) {
+    const float* qb = q + b * row;
+    if (all_finite(qb, row)) continue;
+    std::size_t i = 0;
+    while (std::isfinite(qb[i])) ++i;
+    fail(errc::non_finite, "decode_attention: query " + std::to_string(b) + " (sequence " + std::to_string(seqs[b]) +
+                                    "), head " + std::to_string(i / static_cast<std::size_t>(cfg.head_dim)) + ", coordinate " +
+                                    std::to_string(i % static_cast<std::size_t>(cfg.head_dim)) + " is not finite; nothing was computed");
+  }
   std::vector<typename Cache::sequence_view> views;
   views.reserve(seqs.size());
   for (int seq : seqs) {
@@ -217,14 +232,15 @@ std::vector<typename Cache::sequence_view> check_decode(const Cache& cache, int 
 //! @param q     [B][q_heads][head_dim] post-RoPE queries of the new tokens
 //! @param out   [B][q_heads][head_dim] attention outputs
 //! @param scale logit scale; 0 means 1/sqrt(head_dim)
-//! @throws bgtq::error for an unknown sequence, an empty one, or a workspace made for
-//!         another cache shape.
+//! @throws bgtq::error for an unknown sequence, an empty one, a non-finite query
+//!         (`non_finite`), a non-finite or negative scale, or a workspace made for another
+//!         cache shape; `out` is then untouched.
 template <class Cache>
 void decode_attention(const Cache& cache, int layer, std::span<const int> seqs, const float* q, float* out,
                       attention_workspace& ws, float scale = 0.0f) {
   const auto& cfg = cache.config();
   BGTQ_REQUIRE(ws.fits(cache), errc::invalid_argument, "decode_attention: workspace was made for another cache shape");
-  const auto views = detail::check_decode(cache, layer, seqs, q, out);
+  const auto views = detail::check_decode(cache, layer, seqs, q, out, scale);
   const int G = cfg.q_heads / cfg.kv_heads;
   const std::size_t D = static_cast<std::size_t>(cfg.head_dim);
   const float sc = scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(D)) : scale;
@@ -246,7 +262,7 @@ void decode_attention(const Cache& cache, int layer, std::span<const int> seqs, 
                "decode_attention: " + std::to_string(ws.size()) + " workspaces for a pool of " + std::to_string(pool.size()));
   for (const auto& w : ws)
     BGTQ_REQUIRE(w.fits(cache), errc::invalid_argument, "decode_attention: workspace was made for another cache shape");
-  const auto views = detail::check_decode(cache, layer, seqs, q, out);
+  const auto views = detail::check_decode(cache, layer, seqs, q, out, scale);
   const int G = cfg.q_heads / cfg.kv_heads;
   const std::size_t D = static_cast<std::size_t>(cfg.head_dim);
   const float sc = scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(D)) : scale;
