@@ -539,9 +539,9 @@ TEST_CASE("plan fuzz seed corpus is current and loads", "[plan][plan_io][corpus]
   bgtq::plan partial = bgtq_test::random_plan(77, {2, 2, 6});
   partial.rope = bgtq::rope_layout(6, bgtq::rope_pairing::interleaved, 4);
   const std::vector<seed> seeds = {
-      {"small_1x2_d8.bin", small_plan()},
-      {"partial_2x2_d6.bin", partial},
-      {"random_1x3_d16.bin", bgtq_test::random_plan(78, {1, 3, 16})},
+      {"small_1x2_d8.seed", small_plan()},
+      {"partial_2x2_d6.seed", partial},
+      {"random_1x3_d16.seed", bgtq_test::random_plan(78, {1, 3, 16})},
   };
   for (const auto& s : seeds) {
     const bytes_t b = bgtq::serialize_plan(s.p);
