@@ -11,6 +11,8 @@
 #include <span>
 #include <vector>
 
+#include "cache_fixtures.hpp"
+
 namespace errors_test {
 
 //! A valid plan with per-block widths cycling through `widths` (groups by make_head_plan).
@@ -42,14 +44,7 @@ inline bgtq::plan make_plan(int layers, int kv_heads, int q_heads, int D, std::v
 
 inline bgtq::cache_config config(int layers, int kv_heads, int q_heads, int D, int max_pages, int sink = 0, int recent = 0,
                                  int page_tokens = 64) {
-  bgtq::cache_config c;
-  c.layers = layers;
-  c.kv_heads = kv_heads;
-  c.q_heads = q_heads;
-  c.head_dim = D;
-  c.max_pages = max_pages;
-  c.sink = sink;
-  c.recent = recent;
+  bgtq::cache_config c = bgtq_test::small_config(layers, kv_heads, q_heads, D, max_pages, sink, recent);
   c.page_tokens = page_tokens;
   return c;
 }

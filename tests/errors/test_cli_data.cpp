@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "errors_util.hpp"
+#include "generated_files.hpp"
 
 namespace {
 
@@ -34,21 +35,8 @@ struct sink {
 };
 
 void check_or_write(const std::string& file, const std::vector<unsigned char>& bytes) {
-  const auto dir = std::filesystem::path(BGTQ_SOURCE_DIR) / "tests" / "errors" / "data";
-  const auto p = dir / file;
-  const char* regen = std::getenv("BGTQ_REGEN_CORPUS");
-  if (regen && std::string(regen) == "1") {
-    std::filesystem::create_directories(dir);
-    std::ofstream out(p, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    REQUIRE(out.good());
-    return;
-  }
-  INFO(p.string() << " (regenerate with BGTQ_REGEN_CORPUS=1 build/bin/test_errors \"[data]\")");
-  std::ifstream in(p, std::ios::binary);
-  REQUIRE(in.good());
-  const std::vector<unsigned char> have((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  CHECK(have == bytes);
+  bgtq_test::check_or_write_generated(std::filesystem::path("tests") / "errors" / "data", file, bytes,
+                                      "build/bin/test_errors \"[data]\"");
 }
 
 }  // namespace

@@ -12,25 +12,13 @@
 #include <vector>
 
 #include "common.hpp"
+#include "generated_files.hpp"
 
 namespace bgtq_fuzz_test {
 
 inline void check_or_write_seed(const std::string& target, const std::string& file, const std::vector<std::uint8_t>& bytes) {
-  const auto dir = std::filesystem::path(BGTQ_SOURCE_DIR) / "tests" / "fuzz" / "corpus" / target;
-  const auto p = dir / file;
-  const char* regen = std::getenv("BGTQ_REGEN_CORPUS");
-  if (regen && std::string(regen) == "1") {
-    std::filesystem::create_directories(dir);
-    std::ofstream out(p, std::ios::binary | std::ios::trunc);
-    out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-    REQUIRE(out.good());
-    return;
-  }
-  INFO("seed " << p.string() << " (regenerate with BGTQ_REGEN_CORPUS=1 build/bin/test_fuzz \"[corpus]\")");
-  std::ifstream in(p, std::ios::binary);
-  REQUIRE(in.good());
-  const std::vector<std::uint8_t> have((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  CHECK(have == bytes);
+  bgtq_test::check_or_write_generated(std::filesystem::path("tests") / "fuzz" / "corpus" / target, file, bytes,
+                                      "build/bin/test_fuzz \"[corpus]\"");
 }
 
 //! Little-endian byte sink.

@@ -2,6 +2,8 @@
 // Helpers shared by the io and plan tests: error expectations, scratch folders, files.
 #include <catch2/catch.hpp>
 
+#include "generated_files.hpp"
+
 #include <bgtq/core/error.hpp>
 
 #include <cstdlib>
@@ -68,17 +70,8 @@ inline void write_bytes(const std::string& path, const std::vector<unsigned char
 //! committed file byte for byte; with BGTQ_REGEN_CORPUS=1 in the environment the files
 //! are (re)written instead.
 inline void check_or_write_corpus(const std::string& kind, const std::string& file, const std::vector<unsigned char>& bytes) {
-  const std::filesystem::path dir = std::filesystem::path(BGTQ_SOURCE_DIR) / "tests" / "fuzz" / "corpus" / kind;
-  const std::filesystem::path p = dir / file;
-  const char* regen = std::getenv("BGTQ_REGEN_CORPUS");
-  if (regen && std::string(regen) == "1") {
-    std::filesystem::create_directories(dir);
-    write_bytes(p.string(), bytes);
-    return;
-  }
-  INFO("corpus seed " << p.string() << " (regenerate with BGTQ_REGEN_CORPUS=1)");
-  REQUIRE(std::filesystem::exists(p));
-  CHECK(read_bytes(p.string()) == bytes);
+  check_or_write_generated(std::filesystem::path("tests") / "fuzz" / "corpus" / kind, file, bytes,
+                           "build/bin/test_io / test_plan");
 }
 
 }  // namespace bgtq_test
