@@ -37,6 +37,26 @@ void require_matches_reference(const Cache& cache, int seq, const std::vector<fl
   }
 }
 
+
+//! The mean of the decoded values of (seq s, layer 0, KV head 0) over its T tokens.
+template <class Cache>
+std::vector<double> mean_value(const Cache& cache, int s, int T) {
+  const int D = cache.config().head_dim;
+  std::vector<double> mean(static_cast<std::size_t>(D), 0.0);
+  std::vector<float> x(static_cast<std::size_t>(D));
+  for (int t = 0; t < T; ++t) {
+    cache.decode_value(s, 0, 0, t, x.data());
+    for (int j = 0; j < D; ++j) mean[static_cast<std::size_t>(j)] += x[static_cast<std::size_t>(j)] / T;
+  }
+  return mean;
+}
+
+//! Every query head's output (rows of mean.size() floats) equals `mean` within 1e-5.
+void require_every_head_is(const std::vector<float>& out, const std::vector<double>& mean) {
+  const std::size_t D = mean.size();
+  for (std::size_t i = 0; i < out.size(); ++i) REQUIRE(out[i] == Approx(mean[i % D]).margin(1e-5));
+}
+
 }  // namespace
 
 TEST_CASE("softmax exp: a NaN lane gives exp(-87.3) on every ISA (never a NaN-to-int cast), underflow 0, overflow saturates",
@@ -73,17 +93,11 @@ TEST_CASE("attention: all-equal logits across sink, pages and recent window give
   for (int t = 0; t < T; ++t) k.insert(k.end(), k1.begin(), k1.end());
   const auto v = rows(T, 1, D, 33);
   cache.append(s, 0, k.data(), v.data(), T);
-  std::vector<double> mean(D, 0.0);
-  std::vector<float> x(D);
-  for (int t = 0; t < T; ++t) {
-    cache.decode_value(s, 0, 0, t, x.data());
-    for (int j = 0; j < D; ++j) mean[static_cast<std::size_t>(j)] += x[static_cast<std::size_t>(j)] / T;
-  }
+  const std::vector<double> mean = mean_value(cache, s, T);
   // the fp16 window keys differ from the quantized ones, so only a zero query makes every
   // logit equal across sink, pages and recent window
   const auto out = attend(cache, 0, s, std::vector<float>(static_cast<std::size_t>(Hq) * D, 0.0f));
-  for (int g = 0; g < Hq; ++g)
-    for (int j = 0; j < D; ++j) REQUIRE(out[static_cast<std::size_t>(g) * D + j] == Approx(mean[static_cast<std::size_t>(j)]).margin(1e-5));
+  require_every_head_is(out, mean);
   // a non-zero query with identical fp16 keys everywhere (fp16 cache): weights are equal too
   auto h = half_cache(config(1, 1, Hq, D, 4, 3, 7));
   const int sh = h.add_sequence();
@@ -154,15 +168,9 @@ TEST_CASE("attention: a zero query over KIVI pages and fp16 windows averages the
   auto cache = kivi(config(1, 1, Hq, D, 2, 2, 4), 2, false);
   const int s = cache.add_sequence();
   cache.append(s, 0, k.data(), v.data(), T);
-  std::vector<double> mean(D, 0.0);
-  std::vector<float> x(D);
-  for (int t = 0; t < T; ++t) {
-    cache.decode_value(s, 0, 0, t, x.data());
-    for (int j = 0; j < D; ++j) mean[static_cast<std::size_t>(j)] += x[static_cast<std::size_t>(j)] / T;
-  }
+  const std::vector<double> mean = mean_value(cache, s, T);
   const auto out = attend(cache, 0, s, std::vector<float>(static_cast<std::size_t>(Hq) * D, 0.0f));
-  for (int g = 0; g < Hq; ++g)
-    for (int j = 0; j < D; ++j) REQUIRE(out[static_cast<std::size_t>(g) * D + j] == Approx(mean[static_cast<std::size_t>(j)]).margin(1e-5));
+  require_every_head_is(out, mean);
 }
 
 TEST_CASE("n = 2 codebooks end to end: TQ-MSE at the arcsine law's singular endpoints", "[errors][numeric]") {
