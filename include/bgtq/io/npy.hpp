@@ -33,6 +33,7 @@
 #include <ostream>
 #include <string>
 #include <system_error>
+#include <utility>
 #include <vector>
 
 #include "../core/error.hpp"
@@ -572,9 +573,10 @@ inline void require_finite(const npy_array& a, const std::string& name) {
         mi[d] = rest % a.shape[d];
         rest /= a.shape[d];
       }
-      idx = "[";
-      for (std::size_t d = 0; d < mi.size(); ++d) idx += (d ? ", " : "") + std::to_string(mi[d]);
-      idx += "] ";
+      std::string s("[");  // (not idx = "[": GCC 12 warns -Wrestrict on that assignment, bug 105329)
+      for (std::size_t d = 0; d < mi.size(); ++d) s += (d ? ", " : "") + std::to_string(mi[d]);
+      s += "] ";
+      idx = std::move(s);
     }
     fail(errc::non_finite, name + ": element " + idx + "(flat " + std::to_string(i) + ") is " + what);
   }
