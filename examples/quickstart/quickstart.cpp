@@ -14,32 +14,7 @@
 #include <span>
 #include <vector>
 
-namespace {
-
-// Exact attention of one query token over the first T tokens: out[q_heads][D].
-std::vector<float> exact_attention(const float* q, const float* k, const float* v, int T, int q_heads, int kv_heads, int D) {
-  std::vector<float> out(static_cast<std::size_t>(q_heads) * D, 0.0f);
-  const int group = q_heads / kv_heads;
-  for (int g = 0; g < q_heads; ++g) {
-    const int h = g / group;
-    std::vector<double> s(static_cast<std::size_t>(T));
-    double mx = -INFINITY, sum = 0;
-    for (int t = 0; t < T; ++t) {
-      double d = 0;
-      for (int j = 0; j < D; ++j) d += double(q[g * D + j]) * k[(static_cast<std::size_t>(t) * kv_heads + h) * D + j];
-      s[static_cast<std::size_t>(t)] = d / std::sqrt(double(D));
-      mx = std::max(mx, s[static_cast<std::size_t>(t)]);
-    }
-    for (auto& x : s) sum += (x = std::exp(x - mx));
-    for (int t = 0; t < T; ++t)
-      for (int j = 0; j < D; ++j)
-        out[static_cast<std::size_t>(g) * D + j] +=
-            static_cast<float>(s[static_cast<std::size_t>(t)] / sum * v[(static_cast<std::size_t>(t) * kv_heads + h) * D + j]);
-  }
-  return out;
-}
-
-}  // namespace
+#include "../common/exact_attention.hpp"
 
 int main() {
   const int layers = 2, T = 512, q_heads = 32, kv_heads = 8, D = 128, calib_tokens = 256;
@@ -80,7 +55,7 @@ int main() {
   std::printf("cache: %zu bytes for %d tokens (fp16: %zu)\n", cache.bytes_used(), T, fp16_bytes);
   // example-end quickstart
 
-  const std::vector<float> ref = exact_attention(q_new, k(0), v(0), T, q_heads, kv_heads, D);
+  const std::vector<float> ref = example::exact_attention(q_new, k(0), v(0), T, q_heads, kv_heads, D);
   double err = 0, norm = 0;
   for (std::size_t i = 0; i < ref.size(); ++i) {
     err += (double(out[i]) - ref[i]) * (double(out[i]) - ref[i]);

@@ -3,14 +3,18 @@
 //! Write a file all-or-nothing: the content goes to a temporary next to the target
 //! and is renamed over it only after it was written and flushed completely. On any
 //! error (including an exception from the writer) the temporary is removed and the
-//! target is left as it was: no partial output file ever appears.
+//! target is left as it was: no partial output file ever appears. Also the one way the
+//! readers (.npy, plan files) open an input file.
 
+#include <cerrno>
+#include <cstdint>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <functional>
 #include <random>
 #include <string>
+#include <system_error>
 
 #include "../core/error.hpp"
 
@@ -43,5 +47,23 @@ inline void atomic_write_file(const std::string& path, const std::function<void(
     throw;
   }
 }
+
+namespace detail {
+
+//! Opens `path` for binary reading into `in` and returns its size in bytes.
+//! @throws bgtq::error(io_error) for a directory, a file that cannot be opened, or one
+//!         whose size cannot be read; the message names the path and the cause.
+inline std::uintmax_t open_for_reading(const std::string& path, std::ifstream& in) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (fs::is_directory(path, ec)) fail(errc::io_error, "cannot read '" + path + "': it is a directory");
+  in.open(path, std::ios::binary);
+  if (!in) fail(errc::io_error, "cannot open '" + path + "': " + std::generic_category().message(errno));
+  const std::uintmax_t size = fs::file_size(path, ec);
+  if (ec) fail(errc::io_error, "cannot get the size of '" + path + "': " + ec.message());
+  return size;
+}
+
+}  // namespace detail
 
 }  // namespace bgtq

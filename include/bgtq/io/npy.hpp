@@ -482,13 +482,8 @@ inline npy_array parse_npy(const void* bytes, std::size_t size, const std::strin
 //! never held in memory twice).
 //! @throws bgtq::error(io_error) if it cannot be opened or read; format_error as parse_npy.
 inline npy_array read_npy(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) fail(errc::io_error, "cannot read '" + path + "': it is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(errc::io_error, "cannot open '" + path + "': " + std::generic_category().message(errno));
-  const std::uintmax_t fsz = fs::file_size(path, ec);
-  if (ec) fail(errc::io_error, "cannot get the size of '" + path + "': " + ec.message());
+  std::ifstream in;
+  const std::uintmax_t fsz = detail::open_for_reading(path, in);
   BGTQ_REQUIRE(fsz <= std::numeric_limits<std::size_t>::max(), errc::io_error, "'" + path + "' is too large");
   const std::size_t size = static_cast<std::size_t>(fsz);
   if (size == 0) fail(errc::format_error, path + ": empty file (0 bytes), not a .npy file");

@@ -420,13 +420,8 @@ inline void save_plan(const std::string& path, const plan& p) {
 //! Reads and validates a plan file.
 //! @throws bgtq::error(io_error) if it cannot be read; otherwise as deserialize_plan.
 inline plan load_plan(const std::string& path) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  if (fs::is_directory(path, ec)) fail(errc::io_error, "cannot read '" + path + "': it is a directory");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(errc::io_error, "cannot open '" + path + "': " + std::generic_category().message(errno));
-  const std::uintmax_t fsz = fs::file_size(path, ec);
-  if (ec) fail(errc::io_error, "cannot get the size of '" + path + "': " + ec.message());
+  std::ifstream in;
+  const std::uintmax_t fsz = detail::open_for_reading(path, in);
   BGTQ_REQUIRE(fsz <= (std::uintmax_t{1} << 40), errc::format_error, path + ": " + std::to_string(fsz) + " bytes is too large for a plan file");
   std::vector<unsigned char> bytes(static_cast<std::size_t>(fsz));
   in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
