@@ -62,20 +62,26 @@ struct bit_tight {
       std::uint8_t* base = out + (bit_offset >> 3);
       const std::uint32_t cmask = (1u << b) - 1u;
       for (; j + 8 <= n; j += 8) {
-        std::uint64_t w = 0;
-#if defined(__BMI2__) && !BGTQ_DEVICE_PASS
-        // 8 codes, one per byte -> their low b bits side by side
-        std::uint64_t bytes;
-        std::memcpy(&bytes, codes + j, 8);
-        w = _pext_u64(bytes, 0x0101010101010101ull * cmask);
-#else
-        for (int k = 0; k < 8; ++k) w |= static_cast<std::uint64_t>(codes[j + k] & cmask) << (k * b);
-#endif
+        const std::uint64_t w = join8(codes + j, b, cmask);
         std::uint8_t* dst = base + (j / 8) * static_cast<std::size_t>(b);
         for (int k = 0; k < b; ++k) dst[k] = static_cast<std::uint8_t>(w >> (8 * k));
       }
     }
     for (; j < n; ++j) set(out, j, b, codes[j], bit_offset);
+  }
+
+  //! The low b bits (cmask = 2^b - 1) of 8 codes, one per byte, side by side: code k at
+  //! bits [k*b, (k+1)*b) of the result.
+  BGTQ_HOST_DEVICE static std::uint64_t join8(const std::uint8_t* codes, int b, std::uint32_t cmask) {
+#if defined(__BMI2__) && !BGTQ_DEVICE_PASS
+    std::uint64_t bytes;
+    std::memcpy(&bytes, codes, 8);
+    return _pext_u64(bytes, 0x0101010101010101ull * cmask);
+#else
+    std::uint64_t w = 0;
+    for (int k = 0; k < 8; ++k) w |= static_cast<std::uint64_t>(codes[k] & cmask) << (k * b);
+    return w;
+#endif
   }
 
   //! pack() for a compile-time width at bit offset 0: whole groups of 8 codes become
@@ -85,14 +91,7 @@ struct bit_tight {
     constexpr std::uint32_t cmask = (1u << B) - 1u;
     std::size_t j = 0;
     for (; j + 8 <= n; j += 8) {
-      std::uint64_t w = 0;
-#if defined(__BMI2__) && !BGTQ_DEVICE_PASS
-      std::uint64_t bytes;
-      std::memcpy(&bytes, codes + j, 8);
-      w = _pext_u64(bytes, 0x0101010101010101ull * cmask);
-#else
-      for (int k = 0; k < 8; ++k) w |= static_cast<std::uint64_t>(codes[j + k] & cmask) << (k * B);
-#endif
+      const std::uint64_t w = join8(codes + j, B, cmask);
       std::uint8_t* dst = out + (j / 8) * static_cast<std::size_t>(B);
       for (int k = 0; k < B; ++k) dst[k] = static_cast<std::uint8_t>(w >> (8 * k));
     }
