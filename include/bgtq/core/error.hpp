@@ -5,6 +5,7 @@
 //! value, file offset). Hot paths that must not throw return an `errc` instead.
 
 #include <stdexcept>
+#include <cstddef>
 #include <string>
 
 namespace bgtq {
@@ -59,6 +60,30 @@ class error : public std::runtime_error {
 
 //! Throws `bgtq::error(code, message)`.
 [[noreturn]] inline void fail(errc code, const std::string& message) { throw error(code, message); }
+
+namespace detail {
+
+//! Renders untrusted bytes for an error message: printable ASCII as is, the rest as \xNN,
+//! at most `max` input bytes (then "...").
+inline std::string printable_bytes(const unsigned char* p, std::size_t n, std::size_t max = 48) {
+  static const char hex[] = "0123456789abcdef";
+  std::string s;
+  const std::size_t m = n < max ? n : max;
+  for (std::size_t i = 0; i < m; ++i) {
+    const unsigned char c = p[i];
+    if (c >= 0x20 && c < 0x7f && c != '\\') {
+      s += static_cast<char>(c);
+    } else {
+      s += "\\x";
+      s += hex[c >> 4];
+      s += hex[c & 15];
+    }
+  }
+  if (n > m) s += "...";
+  return s;
+}
+
+}  // namespace detail
 
 }  // namespace bgtq
 

@@ -80,26 +80,6 @@ inline constexpr std::size_t npy_growth_digits = 21;
 //! Largest rank accepted by the reader (NumPy 2 allows 64).
 inline constexpr std::size_t npy_max_rank = 64;
 
-//! Renders untrusted bytes for an error message: printable ASCII as is, the rest as \xNN,
-//! at most `max` input bytes (then "...").
-inline std::string printable_bytes(const unsigned char* p, std::size_t n, std::size_t max = 48) {
-  static const char hex[] = "0123456789abcdef";
-  std::string s;
-  const std::size_t m = n < max ? n : max;
-  for (std::size_t i = 0; i < m; ++i) {
-    const unsigned char c = p[i];
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      s += static_cast<char>(c);
-    } else {
-      s += "\\x";
-      s += hex[c >> 4];
-      s += hex[c & 15];
-    }
-  }
-  if (n > m) s += "...";
-  return s;
-}
-
 //! "(2, 3)", "(5,)" or "()": Python's repr of a shape tuple.
 inline std::string shape_repr(const std::vector<std::size_t>& shape) {
   std::string s = "(";

@@ -54,23 +54,6 @@ inline std::uint32_t plan_le32(const unsigned char* p) noexcept {
          (static_cast<std::uint32_t>(p[2]) << 16) | (static_cast<std::uint32_t>(p[3]) << 24);
 }
 
-//! Up to 8 untrusted bytes for an error message (printable ASCII as is, else \xNN).
-inline std::string plan_printable(const unsigned char* p, std::size_t n) {
-  static const char hex[] = "0123456789abcdef";
-  std::string s;
-  for (std::size_t i = 0; i < n && i < 8; ++i) {
-    const unsigned char c = p[i];
-    if (c >= 0x20 && c < 0x7f && c != '\\') {
-      s += static_cast<char>(c);
-    } else {
-      s += "\\x";
-      s += hex[c >> 4];
-      s += hex[c & 15];
-    }
-  }
-  return s;
-}
-
 //! Checks beyond bgtq::validate that a plan must pass to be stored exactly: enum values
 //! in range, finite avg_bits >= 0, calib_tokens >= 0, finite scores >= 0.
 //! @throws bgtq::error(invalid_argument) naming the field.
@@ -258,7 +241,7 @@ inline plan deserialize_plan(const void* bytes, std::size_t size, const std::str
   for (std::size_t i = 0; i < 8 && i < size; ++i)
     if (b[i] != detail::plan_magic[i])
       fail(errc::format_error, name + ": not a blockgtq plan file: bad magic at offset " + std::to_string(i) +
-                                   " (the file starts with \"" + detail::plan_printable(b, size) +
+                                   " (the file starts with \"" + detail::printable_bytes(b, size < 8 ? size : 8) +
                                    "\", expected \"BGTQPLAN\")");
   if (size < 8) trunc(8, "magic");
   // version, offset 8
