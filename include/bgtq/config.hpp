@@ -43,6 +43,19 @@
 #define BGTQ_SIMD_GFNI 1
 #endif
 
+// AVX2 without AVX-512 (Haswell .. Alder Lake, Zen 1-3): bit-plane codes are expanded to
+// bytes 32 tokens at a time with byte shuffles and compares (cache/page_layout.hpp), and
+// the packed kernels take the 64-token paths sized for 16 ymm registers.
+#if defined(BGTQ_SIMD_AVX2) && !defined(BGTQ_SIMD_AVX512)
+#define BGTQ_SIMD_AVX2_ONLY 1
+#endif
+
+// Either of the two above: bit-plane codes come 64 tokens at a time as bytes
+// (bit_plane_layout::codes64, load64, chunk16).
+#if defined(BGTQ_SIMD_GFNI) || defined(BGTQ_SIMD_AVX2_ONLY)
+#define BGTQ_SIMD_CODES64 1
+#endif
+
 #define BGTQ_VERSION_MAJOR 0
 #define BGTQ_VERSION_MINOR 1
 #define BGTQ_VERSION_PATCH 0

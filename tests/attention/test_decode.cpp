@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstring>
 #include <span>
+#include <string>
 
 #include "cache_fixtures.hpp"
 
@@ -95,6 +96,30 @@ TEST_CASE("decode attention matches the reference: token-major layout", "[attent
   run_matrix<make_bgtq, bgtq::token_major_layout>(few);
   run_matrix<make_kivi, bgtq::token_major_layout>(few);
 }
+
+TEST_CASE("decode attention matches the reference at every code width and GQA ratios 3 and 6", "[attention]") {
+  // Odd widths: key blocks of random widths 1..8 (many groups); even: one width for all.
+  // T = 200 leaves an odd number of 16-token chunks in the last page; pages of 64, 128
+  // and 192 tokens.
+  std::uint64_t seed = 500;
+  for (int vb = 1; vb <= 8; ++vb) {
+    const case_spec cs{64, 200, vb % 2 ? 3 : 6, 2, 1, 5};
+    const int Hkv = 2, Hq = Hkv * cs.gqa;
+    auto cfg = small_config(1, Hkv, Hq, cs.D, 2 * cs.batch * ((cs.T + 63) / 64 + 1), cs.sink, cs.recent);
+    cfg.page_tokens = 64 * (1 + vb % 3);  // 64, 128, 192
+    const auto p = random_plan(1, Hkv, Hq, cs.D, bgtq::rope_pairing::half, vb % 2 ? 1 : vb, vb % 2 ? 8 : vb, vb, ++seed);
+    auto cache = bgtq::bgtq_cache<>(cfg, bgtq::plan_key_states(p), bgtq::plan_value_states(p));
+    const double e = max_rel_error(cache, cs, seed);
+    INFO("value bits " << vb << " gqa " << cs.gqa << " page " << cfg.page_tokens << " rel err " << e);
+    CHECK(e < 1e-4);
+  }
+}
+
+#if defined(BGTQ_EXPECT_SIMD)
+TEST_CASE("this program runs the SIMD path its build variant asks for", "[attention]") {
+  CHECK(std::string(bgtq::simd_path()) == BGTQ_EXPECT_SIMD);
+}
+#endif
 
 TEST_CASE("decode attention is exact in edge cases", "[attention]") {
   const int D = 64, Hkv = 1, Hq = 4;

@@ -156,6 +156,14 @@ struct gtq_pages {
     for (std::size_t gi = 0; gi < s.codec.groups().size(); ++gi) {
       const gtq_group& g = s.codec.groups()[gi];
       const float* qg = qbuf + static_cast<std::size_t>(G) * s.coord_off[gi];
+#if defined(BGTQ_SIMD_AVX2_ONLY)
+      if constexpr (std::is_same_v<Layout, bit_plane_layout>) {
+        dispatch_bits(g.quantizer.bits(), [&](auto bits_c) {
+          score_group_codes<decltype(bits_c)::value>(s, gi, qg, G, page, chunks, scores);
+        });
+        continue;
+      }
+#endif
       for (int h = 0; h < G;) {
         const int left = G - h;
 #if defined(BGTQ_SIMD_AVX512)
@@ -226,7 +234,7 @@ struct gtq_pages {
           }
         }
         float* acc_h = acc + (static_cast<std::size_t>(h) * s.dim() + static_cast<std::size_t>(s.coord_off[gi])) * 16u;
-#if defined(BGTQ_SIMD_GFNI)
+#if defined(BGTQ_SIMD_CODES64)
         if constexpr (std::is_same_v<Layout, bit_plane_layout>) {
           dispatch_bits(g.quantizer.bits(), [&](auto bits_c) {
             constexpr int B = decltype(bits_c)::value;
@@ -260,7 +268,7 @@ struct gtq_pages {
   template <class Layout>
   static void accumulate_span(const head_state& s, const std::uint8_t* const* pages, int npages, int nvalid_last,
                               const float* w, int G, float* acc, float* tmp) {
-#if defined(BGTQ_SIMD_GFNI)
+#if defined(BGTQ_SIMD_CODES64)
     if constexpr (std::is_same_v<Layout, bit_plane_layout>) {
       const std::size_t P = static_cast<std::size_t>(s.P);
       const std::size_t span = P * static_cast<std::size_t>(npages);
@@ -377,21 +385,6 @@ struct gtq_pages {
   }
 
 #if defined(BGTQ_SIMD_GFNI)
-  // 16 dword indices of chunk C (tokens 16C..16C+15) of a 64-byte code block. For
-  // B <= 5 the table permutes read only the low 4/5 bits of each dword, so one vpermb
-  // that moves byte 16C+i to byte 4i suffices (the upper bytes are don't-care); wider
-  // codes feed a gather and are zero-extended.
-  template <int B, int C>
-  BGTQ_FORCEINLINE static simd::vi16 chunk_idx(__m512i bytes) {
-    if constexpr (B <= 5) {
-      const __m512i spread = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                              _mm512_set1_epi32(16 * C));
-      return {_mm512_permutexvar_epi8(spread, bytes)};
-    } else {
-      return {_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(bytes, C))};
-    }
-  }
-
   // Keys, 64 tokens per decode: the codes of a coordinate for a whole 64-token block are
   // transposed from the bit planes at once and shared by 4 chunks x GB query heads.
   template <int B, int GB>
@@ -410,13 +403,13 @@ struct gtq_pages {
       for (int c = 0; c < 4; ++c)
         for (int hh = 0; hh < GB; ++hh) acc[c][hh] = simd::zero();
       for (int j = 0; j < n; ++j) {
-        const __m512i bytes = bit_plane_layout::load64<B>(region, s.P, t64, j);
+        const bit_plane_layout::codes64 bytes = bit_plane_layout::load64<B>(region, s.P, t64, j);
         simd::vf16 qv[GB];
         for (int hh = 0; hh < GB; ++hh) qv[hh] = simd::set1(q[hh * n + j]);
-        const simd::vf16 c0 = simd::lookup<B>(cent, chunk_idx<B, 0>(bytes));
-        const simd::vf16 c1 = simd::lookup<B>(cent, chunk_idx<B, 1>(bytes));
-        const simd::vf16 c2 = simd::lookup<B>(cent, chunk_idx<B, 2>(bytes));
-        const simd::vf16 c3 = simd::lookup<B>(cent, chunk_idx<B, 3>(bytes));
+        const simd::vf16 c0 = simd::lookup<B>(cent, bit_plane_layout::chunk16<B, 0>(bytes));
+        const simd::vf16 c1 = simd::lookup<B>(cent, bit_plane_layout::chunk16<B, 1>(bytes));
+        const simd::vf16 c2 = simd::lookup<B>(cent, bit_plane_layout::chunk16<B, 2>(bytes));
+        const simd::vf16 c3 = simd::lookup<B>(cent, bit_plane_layout::chunk16<B, 3>(bytes));
         for (int hh = 0; hh < GB; ++hh) {
           acc[0][hh] = simd::fma(c0, qv[hh], acc[0][hh]);
           acc[1][hh] = simd::fma(c1, qv[hh], acc[1][hh]);
@@ -435,6 +428,87 @@ struct gtq_pages {
     }
   }
 
+#endif
+
+#if defined(BGTQ_SIMD_AVX2_ONLY)
+  // Keys on AVX2. Sixteen ymm registers hold the accumulators of 4 query heads x 16
+  // tokens, too few to keep one coordinate's decoded codes for 64 tokens in registers
+  // and share them across heads as score_group64 does. So the codes of a 32-token block
+  // are expanded to bytes once for all n coordinates into an L1 buffer (n x 32 bytes),
+  // and every block of query heads and every 16-token chunk reads them from there. The
+  // arithmetic (order of the multiply-adds, radius scaling) is score_group's.
+  template <int B>
+  static void score_group_codes(const head_state& s, std::size_t gi, const float* qg, int G, const std::uint8_t* page,
+                                int chunks, float* scores) {
+    const int n = s.codec.groups()[gi].quantizer.dim();
+    const std::uint8_t* region = page + s.region[gi];
+    const std::size_t P = static_cast<std::size_t>(s.P);
+    alignas(32) std::uint8_t codes[static_cast<std::size_t>(max_codec_dim) * 32u];
+    for (int t32 = 0; t32 < chunks * 16; t32 += 32) {
+      for (int j = 0; j < n; ++j)
+        _mm256_store_si256(reinterpret_cast<__m256i*>(codes + 32 * j), bit_plane_layout::load32<B>(region, s.P, t32, j));
+      const int nc = chunks - t32 / 16 >= 2 ? 2 : 1;
+      for (int h = 0; h < G;) {
+        const int left = G - h;
+        const int gb = left >= 4 ? 4 : left >= 2 ? 2 : 1;
+        const float* q = qg + static_cast<std::size_t>(h) * n;
+        for (int c = 0; c < nc; ++c) {
+          const int t0 = t32 + 16 * c;
+          switch (gb) {
+            case 4: score_chunk_codes<B, 4>(s, gi, q, codes + 16 * c, page, t0, scores + h * P); break;
+            case 2: score_chunk_codes<B, 2>(s, gi, q, codes + 16 * c, page, t0, scores + h * P); break;
+            default: score_chunk_codes<B, 1>(s, gi, q, codes + 16 * c, page, t0, scores + h * P); break;
+          }
+        }
+        h += gb;
+      }
+    }
+  }
+
+  // One 16-token chunk (tokens t0..t0+15, byte codes at codes[32 j .. 32 j + 15]) for GB heads.
+  template <int B, int GB>
+  BGTQ_FORCEINLINE static void score_chunk_codes(const head_state& s, std::size_t gi, const float* q,
+                                                 const std::uint8_t* codes, const std::uint8_t* page, int t0,
+                                                 float* scores) {
+    const gtq_group& g = s.codec.groups()[gi];
+    const int n = g.quantizer.dim();
+    const float* cent = g.quantizer.centroids();
+    const std::size_t P = static_cast<std::size_t>(s.P);
+    const std::size_t rb = radius_size(s);
+    const std::uint8_t* radii = page + s.radii + gi * P * rb;
+    simd::vf16 acc[GB];
+    for (int hh = 0; hh < GB; ++hh) acc[hh] = simd::zero();
+    for (int j = 0; j < n; ++j) {
+      const simd::vf16 cv = simd::lookup<B>(cent, simd::load_u8(codes + 32 * j));
+      for (int hh = 0; hh < GB; ++hh) acc[hh] = simd::fma(cv, simd::set1(q[hh * n + j]), acc[hh]);
+    }
+    const simd::vf16 r = load_radii16(radii + static_cast<std::size_t>(t0) * rb, rb == 4);
+    for (int hh = 0; hh < GB; ++hh) {
+      float* dst = scores + hh * P + static_cast<std::size_t>(t0);
+      simd::store(dst, gi == 0 ? simd::mul(acc[hh], r) : simd::fma(acc[hh], r, simd::load(dst)));
+    }
+  }
+#endif
+
+#if defined(BGTQ_SIMD_CODES64)
+  // a[hh] += c(codes of chunk C) * w[hh * wstride + 16 C ..] for hh < GB.
+  template <int B, int GB, int C>
+  BGTQ_FORCEINLINE static void fma_chunk(const float* cent, const bit_plane_layout::codes64& bytes, const float* w,
+                                         std::size_t wstride, simd::vf16* a) {
+    const simd::vf16 cv = simd::lookup<B>(cent, bit_plane_layout::chunk16<B, C>(bytes));
+    for (int hh = 0; hh < GB; ++hh) a[hh] = simd::fma(cv, simd::load(w + hh * wstride + 16 * C), a[hh]);
+  }
+  // The 4 chunks of one 64-token code block, in token order (one centroid vector live at
+  // a time: with GB = 4 the accumulators take 8 of AVX2's 16 ymm registers).
+  template <int B, int GB>
+  BGTQ_FORCEINLINE static void fma_block64(const float* cent, const bit_plane_layout::codes64& bytes, const float* w,
+                                           std::size_t wstride, simd::vf16* a) {
+    fma_chunk<B, GB, 0>(cent, bytes, w, wstride, a);
+    fma_chunk<B, GB, 1>(cent, bytes, w, wstride, a);
+    fma_chunk<B, GB, 2>(cent, bytes, w, wstride, a);
+    fma_chunk<B, GB, 3>(cent, bytes, w, wstride, a);
+  }
+
   // Values, 64 tokens per decode; wr = weights times radii for whole 64-token blocks.
   template <int B, int GB>
   static void accumulate_group64(const head_state& s, std::size_t gi, const std::uint8_t* page, int blocks64,
@@ -450,18 +524,7 @@ struct gtq_pages {
       for (int hh = 0; hh < GB; ++hh) a[hh] = simd::load(acc + hh * hstride + static_cast<std::size_t>(j) * 16u);
       for (int blk = 0; blk < blocks64; ++blk) {
         const int t64 = blk * 64;
-        const __m512i bytes = bit_plane_layout::load64<B>(region, s.P, t64, j);
-        const simd::vf16 c0 = simd::lookup<B>(cent, chunk_idx<B, 0>(bytes));
-        const simd::vf16 c1 = simd::lookup<B>(cent, chunk_idx<B, 1>(bytes));
-        const simd::vf16 c2 = simd::lookup<B>(cent, chunk_idx<B, 2>(bytes));
-        const simd::vf16 c3 = simd::lookup<B>(cent, chunk_idx<B, 3>(bytes));
-        for (int hh = 0; hh < GB; ++hh) {
-          const float* w = wr + hh * P + static_cast<std::size_t>(t64);
-          a[hh] = simd::fma(c0, simd::load(w), a[hh]);
-          a[hh] = simd::fma(c1, simd::load(w + 16), a[hh]);
-          a[hh] = simd::fma(c2, simd::load(w + 32), a[hh]);
-          a[hh] = simd::fma(c3, simd::load(w + 48), a[hh]);
-        }
+        fma_block64<B, GB>(cent, bit_plane_layout::load64<B>(region, s.P, t64, j), wr + static_cast<std::size_t>(t64), P, a);
       }
       for (int hh = 0; hh < GB; ++hh) simd::store(acc + hh * hstride + static_cast<std::size_t>(j) * 16u, a[hh]);
     }
@@ -483,18 +546,8 @@ struct gtq_pages {
       for (int hh = 0; hh < GB; ++hh) a[hh] = simd::load(acc + hh * hstride + static_cast<std::size_t>(j) * 16u);
       for (int p = 0; p < npages; ++p) {
         for (int t64 = 0; t64 < s.P; t64 += 64) {
-          const __m512i bytes = bit_plane_layout::load64<B>(pages[p] + region, s.P, t64, j);
-          const simd::vf16 c0 = simd::lookup<B>(cent, chunk_idx<B, 0>(bytes));
-          const simd::vf16 c1 = simd::lookup<B>(cent, chunk_idx<B, 1>(bytes));
-          const simd::vf16 c2 = simd::lookup<B>(cent, chunk_idx<B, 2>(bytes));
-          const simd::vf16 c3 = simd::lookup<B>(cent, chunk_idx<B, 3>(bytes));
-          for (int hh = 0; hh < GB; ++hh) {
-            const float* w = wr + hh * span + static_cast<std::size_t>(p) * P + static_cast<std::size_t>(t64);
-            a[hh] = simd::fma(c0, simd::load(w), a[hh]);
-            a[hh] = simd::fma(c1, simd::load(w + 16), a[hh]);
-            a[hh] = simd::fma(c2, simd::load(w + 32), a[hh]);
-            a[hh] = simd::fma(c3, simd::load(w + 48), a[hh]);
-          }
+          fma_block64<B, GB>(cent, bit_plane_layout::load64<B>(pages[p] + region, s.P, t64, j),
+                             wr + static_cast<std::size_t>(p) * P + static_cast<std::size_t>(t64), span, a);
         }
       }
       for (int hh = 0; hh < GB; ++hh) simd::store(acc + hh * hstride + static_cast<std::size_t>(j) * 16u, a[hh]);

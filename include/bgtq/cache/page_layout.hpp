@@ -7,8 +7,10 @@
 //! - `bit_plane_layout` (default, fast): coordinate-major bit planes.
 //!   `// [coord j][plane k][P/8 bytes]: bit t of plane (j, k) = bit k of token t's code at j`
 //!   Sixteen tokens' codes for one coordinate are b 16-bit loads, which become lane
-//!   masks: the CPU kernels build 16 indices with b masked ORs, and a GPU warp reads
-//!   one 32-bit word per plane for 32 tokens. Requires P % 64 == 0.
+//!   masks: the CPU kernels build 16 indices with b masked ORs (AVX-512), 64 byte
+//!   codes with one bit-matrix transpose (GFNI) or 32 with b byte shuffles and
+//!   compares (AVX2), and a GPU warp reads one 32-bit word per plane for 32 tokens.
+//!   Requires P % 64 == 0.
 //! - `token_major_layout`: each token's n codes are one bit_tight row.
 //!   `// [token t][ceil(n*b/8) bytes, bit_tight LSB-first]` (simple, slower to score).
 //!
@@ -93,6 +95,69 @@ struct bit_plane_layout {
     const __m512i perm = _mm512_set_epi8(7, 15, 23, 31, 39, 47, 55, 63, 6, 14, 22, 30, 38, 46, 54, 62, 5, 13, 21, 29, 37, 45, 53, 61, 4, 12, 20, 28, 36, 44, 52, 60, 3, 11, 19, 27, 35, 43, 51, 59, 2, 10, 18, 26, 34, 42, 50, 58, 1, 9, 17, 25, 33, 41, 49, 57, 0, 8, 16, 24, 32, 40, 48, 56);
     const __m512i a = _mm512_permutexvar_epi8(perm, planes);
     return _mm512_gf2p8affine_epi64_epi8(_mm512_set1_epi64(static_cast<long long>(0x8040201008040201ull)), a, 0);
+  }
+
+  //! 64 codes as bytes, byte i = token t0+i.
+  using codes64 = __m512i;
+
+  //! Dword indices of chunk C (tokens 16C..16C+15) of a 64-byte code block. For B <= 5
+  //! the table permutes read only the low 4/5 bits of each dword, so one vpermb that
+  //! moves byte 16C+i to byte 4i suffices (the upper bytes are don't-care); wider codes
+  //! feed a gather and are zero-extended.
+  template <int B, int C>
+  BGTQ_FORCEINLINE static simd::vi16 chunk16(codes64 bytes) {
+    if constexpr (B <= 5) {
+      const __m512i spread = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
+                                              _mm512_set1_epi32(16 * C));
+      return {_mm512_permutexvar_epi8(spread, bytes)};
+    } else {
+      return {_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(bytes, C))};
+    }
+  }
+#elif defined(BGTQ_SIMD_AVX2_ONLY)
+  //! Codes of tokens [t0, t0+32) at coordinate j as 32 bytes, byte i = token t0+i
+  //! (t0 % 32 == 0). Per plane: the 4 plane bytes are broadcast, vpshufb copies plane
+  //! byte i/8 to byte i, and a test against bit i%8 gives 0xff / 0 that selects bit k.
+  template <int B>
+  BGTQ_FORCEINLINE static __m256i load32(const std::uint8_t* region, int P, int t0, int j) {
+    const std::size_t plane = static_cast<std::size_t>(P / 8);
+    const std::uint8_t* base = region + static_cast<std::size_t>(j) * B * plane + (t0 >> 3);
+    const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
+                                            2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
+    const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
+    __m256i codes = _mm256_setzero_si256();
+    for (int k = 0; k < B; ++k) {
+      std::int32_t w;
+      std::memcpy(&w, base + static_cast<std::size_t>(k) * plane, 4);
+      const __m256i x = _mm256_shuffle_epi8(_mm256_set1_epi32(w), spread);
+      const __m256i set = _mm256_cmpeq_epi8(_mm256_and_si256(x, bit), bit);
+      codes = _mm256_or_si256(codes, _mm256_and_si256(set, _mm256_set1_epi8(static_cast<char>(1 << k))));
+    }
+    return codes;
+  }
+
+  //! 64 codes as bytes: tokens t0 .. t0+31 in lo, t0+32 .. t0+63 in hi.
+  struct codes64 {
+    __m256i lo, hi;
+  };
+
+  //! Codes of tokens [t0, t0+64) at coordinate j (t0 % 64 == 0).
+  template <int B>
+  BGTQ_FORCEINLINE static codes64 load64(const std::uint8_t* region, int P, int t0, int j) {
+    return {load32<B>(region, P, t0, j), load32<B>(region, P, t0 + 32, j)};
+  }
+
+  //! Dword indices of the 16 bytes at byte offset 16*C of 32 code bytes (C = 0, 1).
+  template <int C>
+  BGTQ_FORCEINLINE static simd::vi16 half16(__m256i bytes) {
+    const __m128i x = C == 0 ? _mm256_castsi256_si128(bytes) : _mm256_extracti128_si256(bytes, 1);
+    return {_mm256_cvtepu8_epi32(x), _mm256_cvtepu8_epi32(_mm_unpackhi_epi64(x, x))};
+  }
+
+  //! Dword indices of chunk C (tokens 16C..16C+15) of a 64-token code block.
+  template <int B, int C>
+  BGTQ_FORCEINLINE static simd::vi16 chunk16(const codes64& bytes) {
+    return half16<C % 2>(C < 2 ? bytes.lo : bytes.hi);
   }
 #endif
 };

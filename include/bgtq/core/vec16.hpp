@@ -144,6 +144,11 @@ BGTQ_FORCEINLINE vf16 lookup(const float* table, vi16 idx) {
   }
 }
 BGTQ_FORCEINLINE vf16 to_float(vi16 a) { return {_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)}; }
+//! 16 bytes p[0..16) zero-extended to int lanes.
+BGTQ_FORCEINLINE vi16 load_u8(const std::uint8_t* p) {
+  return {_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))),
+          _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)))};
+}
 
 #else  // portable scalar
 
