@@ -18,17 +18,14 @@
 
 #include <bgtq/attention/softmax.hpp>
 
+#include <cmath>
+#include <limits>
+
 namespace bgtq::cuda {
 namespace {
 
-struct decode_kparams {
-  const std::uint8_t* pool;
-  const head_meta* heads;
-  const group_meta* groups;
-  const int* dims;
-  const float* rot;
-  const float* cent;
-  int layer, Hkv, Hq, G, D, P, hchunks, batch;
+struct decode_kparams : layer_params {
+  int Hq, G, hchunks, batch;
   const void* q;
   dtype q_type;
   float* out;
@@ -45,6 +42,7 @@ struct decode_kparams {
   float* ml;    // [B][Hq][S][2]
   float* acc;   // [B][Hq][S][D]
   int key_coords, key_cent, value_cent, value_groups;  // layer maxima (shared-memory sizing)
+  unsigned long long* nonfinite;  // optional: count of non-finite queries
 };
 
 __device__ __forceinline__ float warp_max(float v) {
@@ -60,15 +58,32 @@ __device__ __forceinline__ float warp_sum(float v) {
 
 // ---------------------------------------------------------------- 1. query rotation
 
+// A query with a NaN or Inf element is not rotated: its qrot row becomes all NaN (the
+// merge kernel then writes NaN outputs for it) and it is counted in p.nonfinite. Every
+// qrot element is written on every launch (coordinates past the key groups get 0), so
+// the merge kernel's NaN test never reads stale workspace.
 __global__ void __launch_bounds__(decode_threads) rotate_query_kernel(const decode_kparams p) {
   float* s_x = dynamic_smem<float>();  // [D] the query, float
+  unsigned* s_bad = reinterpret_cast<unsigned*>(s_x + p.D);
   const int hq = blockIdx.x;
   const int b = blockIdx.y;
   const head_meta hm = p.heads[p.layer * p.Hkv + hq / p.G];
   const std::size_t base = (static_cast<std::size_t>(b) * p.Hq + hq) * p.D;
-  for (int d = threadIdx.x; d < p.D; d += blockDim.x) s_x[d] = load_element(p.q, base + d, p.q_type);
+  if (threadIdx.x == 0) *s_bad = 0u;
+  __syncthreads();
+  for (int d = threadIdx.x; d < p.D; d += blockDim.x) {
+    const float x = load_element(p.q, base + d, p.q_type);
+    s_x[d] = x;
+    if (!(fabsf(x) <= 3.402823466e38f)) atomicOr(s_bad, 1u);  // NaN fails every comparison
+  }
   __syncthreads();
   float* dst = p.qrot + base;
+  if (*s_bad != 0u) {  // CTA-uniform
+    for (int d = threadIdx.x; d < p.D; d += blockDim.x) dst[d] = std::numeric_limits<float>::quiet_NaN();
+    if (threadIdx.x == 0 && p.nonfinite != nullptr) atomicAdd(p.nonfinite, 1ull);
+    return;
+  }
+  int covered = 0;  // key coordinates [0, covered) belong to groups
   for (int gi = 0; gi < hm.key_count; ++gi) {
     const group_meta g = p.groups[hm.key_first + gi];
     const int* dims = p.dims + g.dims;
@@ -78,7 +93,9 @@ __global__ void __launch_bounds__(decode_threads) rotate_query_kernel(const deco
       __host__ __device__ float operator()(int j) const { return x[dims[j]]; }
     };
     for (int i = threadIdx.x; i < g.n; i += blockDim.x) dst[g.coord_off + i] = rotated_coord(p.rot + g.rot, g.n, i, gather{s_x, dims});
+    covered = g.coord_off + g.n;
   }
+  for (int d = covered + static_cast<int>(threadIdx.x); d < p.D; d += blockDim.x) dst[d] = 0.0f;
 }
 
 // ---------------------------------------------------------------- 2. split scan
@@ -394,6 +411,11 @@ __global__ void __launch_bounds__(decode_threads) merge_kernel(const decode_kpar
   const head_meta hm = p.heads[p.layer * p.Hkv + h];
   const int nvc = hm.value_coords;
   const std::size_t row0 = (static_cast<std::size_t>(b) * p.Hq + hq) * p.splits;
+  const std::size_t qbase = (static_cast<std::size_t>(b) * p.Hq + hq) * p.D;
+  if (p.qrot[qbase] != p.qrot[qbase]) {  // NaN: a non-finite query (rotate_query_kernel): NaN outputs; CTA-uniform
+    for (int d = tid; d < p.D; d += decode_threads) p.out[qbase + d] = p.qrot[qbase];
+    return;
+  }
 
   // 1. log-sum-exp merge of the splits (every thread folds the states in the same order)
   softmax_state st{-__builtin_inff(), 0.0f};
@@ -408,7 +430,6 @@ __global__ void __launch_bounds__(decode_threads) merge_kernel(const decode_kpar
   }
   if (tid < nvc) s_y[tid] = a0;
   if (tid + decode_threads < nvc) s_y[tid + decode_threads] = a1;
-  const std::size_t qbase = (static_cast<std::size_t>(b) * p.Hq + hq) * p.D;
   for (int d = tid; d < p.D; d += decode_threads) {
     s_x[d] = 0.0f;
     s_q[d] = load_element(p.q, qbase + d, p.q_type);
@@ -484,6 +505,8 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
   BGTQ_ARG_CHECK(a.layer >= 0 && a.layer < d.layers, errc::not_found, "decode_attention: layer out of range");
   BGTQ_ARG_CHECK(a.batch >= 0 && a.batch <= 65535, errc::invalid_argument, "decode_attention: batch outside [0, 65535]");
   if (a.batch == 0) return errc::ok;
+  BGTQ_ARG_CHECK(std::isfinite(a.scale) && a.scale >= 0.0f, errc::invalid_argument,
+                 "decode_attention: scale must be finite and >= 0 (0 means 1/sqrt(head_dim))");
   BGTQ_ARG_CHECK(a.q_type == dtype::f32 || a.q_type == dtype::f16 || a.q_type == dtype::bf16, errc::invalid_argument,
                  "decode_attention: unknown q dtype");
   BGTQ_ARG_CHECK(a.q != nullptr && a.out != nullptr && a.quantized != nullptr, errc::invalid_argument,
@@ -502,18 +525,9 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
 
   const std::size_t l = static_cast<std::size_t>(a.layer);
   decode_kparams kp{};
-  kp.pool = p_->pool;
-  kp.heads = p_->heads;
-  kp.groups = p_->groups;
-  kp.dims = p_->dims;
-  kp.rot = p_->rot;
-  kp.cent = p_->cent;
-  kp.layer = a.layer;
-  kp.Hkv = d.kv_heads;
+  static_cast<layer_params&>(kp) = p_->layer_view(a.layer);
   kp.Hq = d.q_heads;
   kp.G = d.q_heads / d.kv_heads;
-  kp.D = d.head_dim;
-  kp.P = d.page_tokens;
   const int gm = heads_per_cta(kp.G);
   kp.hchunks = (kp.G + gm - 1) / gm;
   kp.batch = a.batch;
@@ -538,13 +552,14 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
   kp.key_cent = p_->tables.key_cent[l];
   kp.value_cent = p_->tables.value_cent[l];
   kp.value_groups = p_->tables.value_groups[l];
+  kp.nonfinite = a.nonfinite;
   if (a.max_quantized > 0 && a.max_pages_per_seq <= 0)
     return detail::arg_fail(errc::invalid_argument, "decode_attention: max_pages_per_seq must be > 0");
   const cudaStream_t st = as_stream(stream);
 
   const dim3 head_grid(static_cast<unsigned>(d.q_heads), static_cast<unsigned>(a.batch));
   const dim3 block(decode_threads);
-  BGTQ_LAUNCH(rotate_query_kernel, head_grid, block, static_cast<std::size_t>(d.head_dim) * 4u, st, kp);
+  BGTQ_LAUNCH(rotate_query_kernel, head_grid, block, static_cast<std::size_t>(d.head_dim + 1) * 4u, st, kp);
   BGTQ_CUDA_LAUNCHED("rotate_query_kernel");
 
   const split_smem L = split_smem_layout(gm, kp.key_coords, kp.key_cent, kp.value_cent, kp.value_groups);

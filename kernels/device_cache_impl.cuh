@@ -42,6 +42,19 @@ errc arg_fail(errc code, const char* msg) noexcept;
     if (bgtq_e_ != cudaSuccess) return ::bgtq::cuda::detail::cuda_fail(bgtq_e_, "launch of " name, __FILE__, __LINE__); \
   } while (0)
 
+//! The device tables and the shape that one layer's kernels read: the base of the
+//! encode and decode kernels' parameter structs, filled by impl::layer_view.
+struct layer_params {
+  std::uint8_t* pool;         //!< the page pool
+  const head_meta* heads;     //!< [layer * Hkv + h]
+  const group_meta* groups;   //!< indexed by head_meta's key_first / value_first
+  const int* dims;            //!< group coordinate -> head dim
+  const float* rot;           //!< dense rotation matrices
+  const float* cent;          //!< centroids
+  const float* thr;           //!< thresholds (encode only)
+  int layer, Hkv, D, P;       //!< layer, KV heads, head_dim, page_tokens
+};
+
 struct device_cache::impl {
   cache_desc desc;
   int device = 0;
@@ -69,6 +82,10 @@ struct device_cache::impl {
     cudaFree(rot);
     cudaFree(cent);
     cudaFree(thr);
+  }
+  //! The tables and shape for kernels working on `layer`.
+  layer_params layer_view(int layer) const {
+    return {pool, heads, groups, dims, rot, cent, thr, layer, desc.kv_heads, desc.head_dim, desc.page_tokens};
   }
   const head_meta& head(int layer, int h) const {
     return tables.heads[static_cast<std::size_t>(layer) * static_cast<std::size_t>(desc.kv_heads) + static_cast<std::size_t>(h)];

@@ -17,15 +17,8 @@
 namespace bgtq::cuda {
 namespace {
 
-struct encode_kparams {
-  std::uint8_t* pool;
-  const head_meta* heads;
-  const group_meta* groups;
-  const int* dims;
-  const float* rot;
-  const float* cent;
-  const float* thr;
-  int layer, Hkv, D, P, tokens;
+struct encode_kparams : layer_params {
+  int tokens;
   long long max_slot;
   dtype type;
   const void* k;
@@ -190,17 +183,7 @@ errc device_cache::encode_append(const encode_args& a, void* stream) noexcept {
   if (smem > 48u * 1024u)
     BGTQ_CUDA_TRY(cudaFuncSetAttribute(encode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   encode_kparams kp{};
-  kp.pool = p_->pool;
-  kp.heads = p_->heads;
-  kp.groups = p_->groups;
-  kp.dims = p_->dims;
-  kp.rot = p_->rot;
-  kp.cent = p_->cent;
-  kp.thr = p_->thr;
-  kp.layer = a.layer;
-  kp.Hkv = d.kv_heads;
-  kp.D = d.head_dim;
-  kp.P = d.page_tokens;
+  static_cast<layer_params&>(kp) = p_->layer_view(a.layer);
   kp.tokens = a.tokens;
   kp.max_slot = static_cast<long long>(d.max_pages) * d.page_tokens;
   kp.type = a.type;

@@ -92,38 +92,21 @@ int run_checks() {
   for (int D : {64, 128})
     for (int G : {1, 4, 8})
       for (int batch : {1, 17}) {
-        shape s;
-        s.head_dim = D;
-        s.kv_heads = 2;
-        s.q_heads = 2 * G;
-        s.sink = batch == 17 ? 4 : 0;
-        s.recent = batch == 17 ? 32 : 0;
         std::vector<int> lengths;
         for (int i = 0; i < batch; ++i) lengths.push_back(batch == 1 ? 5000 : pool[(i * 3) % 5]);
-        s.max_pages = 0;
-        for (int L : lengths) s.max_pages += (L + 63) / 64;
+        const shape s = decode_shape(D, 2, 2 * G, batch == 17 ? 4 : 0, batch == 17 ? 32 : 0, lengths);
         reps.push_back(gpu_check_decode(s, G == 4 ? greedy : mixed, lengths, bc::dtype::f32, 0, 10 + D + G + batch));
       }
   for (int bits : {2, 3})
     for (int L : {1, 54, 97, 1000}) {
-      shape s;
-      s.head_dim = 128;
-      s.kv_heads = 4;
-      s.q_heads = 16;
-      s.sink = 2;
-      s.recent = 16;
-      s.max_pages = (L + 63) / 64 + 1;
+      const shape s = decode_shape(128, 4, 16, 2, 16, {L}, 1);
       reps.push_back(gpu_check_decode(s, bits == 2 ? tq2 : tq3, {L}, bc::dtype::f16, bits == 2 ? 3 : 0, 20 + L));
     }
   {
-    shape s;
-    s.head_dim = 128;
-    s.kv_heads = 1;
-    s.q_heads = 16;
-    s.sink = 1;
-    s.recent = 8;
-    s.max_pages = 120;
+    const shape s = decode_shape(128, 1, 16, 1, 8, {1000, 97, 5000}, 8);
     reps.push_back(gpu_check_decode(s, mixed, {1000, 97, 5000}, bc::dtype::bf16, 64, 30));
+    reps.push_back(gpu_check_decode(decode_shape(64, 2, 8, 2, 8, {300, 1, 97}), mixed, {300, 1, 97}, bc::dtype::f16, 0, 31,
+                                    1e-4, 5));
   }
   reps.push_back(gpu_check_energy(8, 2, 64, bgtq::rope_pairing::interleaved, 1000, bc::dtype::f32, 300, 40));
   reps.push_back(gpu_check_energy(32, 8, 128, bgtq::rope_pairing::half, 517, bc::dtype::f16, 4096, 41));

@@ -49,6 +49,19 @@ struct shape {
   bool nonfinite_zero = false;  //!< cache policy for NaN/Inf rows: store zero (else reject)
 };
 
+//! A one-layer decode shape whose pool holds `lengths` (P = 64) plus `spare` pages.
+inline shape decode_shape(int D, int Hkv, int Hq, int sink, int recent, const std::vector<int>& lengths, int spare = 0) {
+  shape s;
+  s.head_dim = D;
+  s.kv_heads = Hkv;
+  s.q_heads = Hq;
+  s.sink = sink;
+  s.recent = recent;
+  s.max_pages = spare;
+  for (int L : lengths) s.max_pages += (L + s.page_tokens - 1) / s.page_tokens;
+  return s;
+}
+
 inline std::uint64_t mix(std::uint64_t a, std::uint64_t b) {
   std::uint64_t x = a * 0x9E3779B97F4A7C15ull ^ (b + 0x632BE59BD9B4E019ull + (a << 6) + (a >> 2));
   x ^= x >> 31;

@@ -223,9 +223,12 @@ inline check_report gpu_check_encode(shape s, const method& m, const std::vector
 
 //! decode_attention vs CPU decode_attention (rel 1e-4 over max |out|) for sequences of
 //! the given lengths, with the cache's sink/recent window; runs twice (poisoned
-//! buffers both times) and requires bit-identical results.
+//! buffers both times) and requires bit-identical results. `nonfinite`: this many
+//! (sequence, query head) pairs get one NaN, +Inf or -Inf query element on the device;
+//! their outputs must be all NaN, the others must still match the CPU (computed from
+//! the finite queries), and a.nonfinite must count them on each run.
 inline check_report gpu_check_decode(const shape& s, const method& m, const std::vector<int>& lengths, cuda::dtype q_type,
-                                     int splits, std::uint64_t seed, double tol = 1e-4) {
+                                     int splits, std::uint64_t seed, double tol = 1e-4, int nonfinite = 0) {
   check_report rep;
   char head[256];
   std::snprintf(head, sizeof head, "decode %s D=%d Hkv=%d G=%d B=%zu window=%d+%d q=%s splits=%d", m.name.c_str(), s.head_dim,
@@ -240,6 +243,21 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
   std::vector<float> want(q.size()), got(q.size()), got2(q.size());
   bgtq::attention_workspace ws(c);
   bgtq::decode_attention(c, 0, f.seqs, q.data(), want.data(), ws);
+  std::vector<int> bad;  // query heads b * Hq + hq given a non-finite element
+  {
+    bgtq::counter_rng r(seed + 3);
+    const int heads = B * s.q_heads;
+    while (static_cast<int>(bad.size()) < std::min(nonfinite, heads)) {
+      const int x = static_cast<int>(r.below(static_cast<std::uint32_t>(heads)));
+      if (std::find(bad.begin(), bad.end(), x) != bad.end()) continue;
+      const float v = bad.size() % 3 == 0 ? NAN : bad.size() % 3 == 1 ? INFINITY : -INFINITY;
+      const std::size_t i = static_cast<std::size_t>(x) * s.head_dim + r.below(static_cast<std::uint32_t>(s.head_dim));
+      q[i] = v;
+      if (q_type != cuda::dtype::f32) qbits[i] = q_type == cuda::dtype::f16 ? float_to_half_bits(v) : float_to_bf16_bits(v);
+      bad.push_back(x);
+    }
+    if (!bad.empty()) rep.what += " non-finite queries=" + std::to_string(bad.size());
+  }
 
   cuda::device_cache dev;
   BGTQ_CHECK_ERRC(cuda::device_cache::create(cuda::describe(c), dev));
@@ -247,7 +265,7 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
   const cuda::batch_tables bt = cuda::gather_batch(c, 0, f.seqs);
   bool any_window = false;
   for (int w : bt.window_len) any_window = any_window || w > 0;
-  dev_buf dq, dout, dpt, dqn, dwl, dwk, dwv, dws;
+  dev_buf dq, dout, dpt, dqn, dwl, dwk, dwv, dws, dnf;
   if (q_type == cuda::dtype::f32)
     BGTQ_CHECK_CUDA(upload_vec(dq, q));
   else
@@ -279,6 +297,11 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
   a.splits = splits;
   a.workspace = dws.p;
   a.workspace_bytes = dws.bytes;
+  if (nonfinite > 0) {  // otherwise the null-counter path
+    BGTQ_CHECK_CUDA(dnf.alloc(sizeof(unsigned long long)));
+    BGTQ_CHECK_CUDA(cudaMemset(dnf.p, 0, dnf.bytes));
+    a.nonfinite = dnf.as<unsigned long long>();
+  }
   for (int run = 0; run < 2; ++run) {
     BGTQ_CHECK_CUDA(cudaMemset(dout.p, 0xFF, dout.bytes));
     BGTQ_CHECK_CUDA(cudaMemset(dws.p, 0xFF, dws.bytes));
@@ -286,6 +309,24 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
     BGTQ_CHECK_CUDA(cudaDeviceSynchronize());
     BGTQ_CHECK_CUDA(cudaMemcpy(run == 0 ? got.data() : got2.data(), dout.p, dout.bytes, cudaMemcpyDeviceToHost));
   }
+  if (nonfinite > 0) {
+    unsigned long long counted = 0;
+    BGTQ_CHECK_CUDA(cudaMemcpy(&counted, dnf.p, sizeof counted, cudaMemcpyDeviceToHost));
+    if (counted != 2u * bad.size()) {
+      rep.what += " | nonfinite counter " + std::to_string(counted) + " after two runs, want " + std::to_string(2u * bad.size());
+      return rep;
+    }
+  }
+  for (int x : bad)
+    for (int d = 0; d < s.head_dim; ++d) {
+      const std::size_t i = static_cast<std::size_t>(x) * s.head_dim + static_cast<std::size_t>(d);
+      if (!std::isnan(got[i]) || !std::isnan(got2[i])) {
+        rep.what += " | query head " + std::to_string(x) + " has a non-finite query but output[" + std::to_string(d) +
+                    "] = " + std::to_string(got[i]) + " (want NaN)";
+        return rep;
+      }
+      got[i] = got2[i] = want[i];  // the rest of the comparison is over the finite heads
+    }
   rep.value = rel_max_error(got, want);
   char tail[160];
   std::snprintf(tail, sizeof tail, " (%d split(s)): rel err %.3g (tol %.1g)%s", sp.splits, rep.value, tol,

@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <vector>
 
@@ -116,15 +117,8 @@ TEST_CASE("decode_attention matches CPU decode_attention (Block-GTQ, batch 1 and
     for (int G : {1, 4, 8})
       for (int batch : {1, 17}) {
         if (!keep(combo)) continue;
-        shape s;
-        s.head_dim = D;
-        s.kv_heads = 2;
-        s.q_heads = 2 * G;
-        s.sink = batch == 17 ? 4 : 0;
-        s.recent = batch == 17 ? 32 : 0;
         const std::vector<int> lengths = batch == 1 ? std::vector<int>{cap(5000)} : lengths_for(full_size() ? 17 : 7);
-        s.max_pages = 0;
-        for (int L : lengths) s.max_pages += (L + s.page_tokens - 1) / s.page_tokens;
+        const shape s = decode_shape(D, 2, 2 * G, batch == 17 ? 4 : 0, batch == 17 ? 32 : 0, lengths);
         const check_report r = gpu_check_decode(s, mixed_method(), lengths, bc::dtype::f32, 0, 500 + D + G + batch);
         INFO(r.what);
         REQUIRE(r.ok);
@@ -138,13 +132,7 @@ TEST_CASE("decode_attention matches CPU decode_attention (uniform TQ 2/3 bits, a
     for (int L : {1, 54, 97, 1000, 5000})
       for (bool window : {false, true}) {
         if (!keep(combo) || cap(L) != L) continue;
-        shape s;
-        s.head_dim = bits == 2 ? 64 : 128;
-        s.kv_heads = 4;
-        s.q_heads = 16;
-        s.sink = window ? 2 : 0;
-        s.recent = window ? 16 : 0;
-        s.max_pages = (L + 63) / 64 + 1;
+        const shape s = decode_shape(bits == 2 ? 64 : 128, 4, 16, window ? 2 : 0, window ? 16 : 0, {L}, 1);
         const check_report r = gpu_check_decode(s, tq_method(bits), {L}, bc::dtype::f32, 0, 600 + L + bits);
         INFO(r.what);
         REQUIRE(r.ok);
@@ -153,15 +141,8 @@ TEST_CASE("decode_attention matches CPU decode_attention (uniform TQ 2/3 bits, a
 
 TEST_CASE("decode_attention: fp16 and bf16 queries, forced split counts, GQA 16 (two head chunks)", "[gpu][decode]") {
   require_device();
-  shape s;
-  s.head_dim = 128;
-  s.kv_heads = 1;
-  s.q_heads = 16;
-  s.sink = 1;
-  s.recent = 8;
   const std::vector<int> lengths{1000, 97, cap(5000)};
-  s.max_pages = 0;
-  for (int L : lengths) s.max_pages += (L + 63) / 64;
+  const shape s = decode_shape(128, 1, 16, 1, 8, lengths);
   int combo = 0;
   for (bc::dtype t : {bc::dtype::f16, bc::dtype::bf16})
     for (int splits : {1, 3, 64}) {
@@ -170,6 +151,18 @@ TEST_CASE("decode_attention: fp16 and bf16 queries, forced split counts, GQA 16 
       INFO(r.what);
       REQUIRE(r.ok);
     }
+}
+
+TEST_CASE("decode_attention: a NaN or Inf query element gives NaN outputs for its head only and is counted",
+          "[gpu][decode]") {
+  require_device();
+  const std::vector<int> lengths{300, 1, 97};
+  const shape s = decode_shape(64, 2, 8, 2, 8, lengths);
+  for (bc::dtype t : {bc::dtype::f32, bc::dtype::f16, bc::dtype::bf16}) {
+    const check_report r = gpu_check_decode(s, mixed_method(), lengths, t, 0, 750 + static_cast<int>(t), 1e-4, 5);
+    INFO(r.what);
+    REQUIRE(r.ok);
+  }
 }
 
 TEST_CASE("device energy sums equal the CPU's double sums", "[gpu][energy]") {
@@ -205,6 +198,13 @@ TEST_CASE("launchers return error codes with a message for bad arguments", "[gpu
   bc::decode_args a;
   a.batch = 1;
   REQUIRE(dev.decode_attention(a) == bgtq::errc::invalid_argument);  // null q/out
+  REQUIRE(std::string(bc::last_error_message()).find("null") != std::string::npos);
+  for (float bad_scale : {NAN, INFINITY, -1.0f}) {
+    a.scale = bad_scale;
+    REQUIRE(dev.decode_attention(a) == bgtq::errc::invalid_argument);
+    REQUIRE(std::string(bc::last_error_message()).find("scale") != std::string::npos);
+  }
+  a.scale = 0.0f;
   std::vector<std::uint8_t> host(dev.page_part_bytes(0, 0));
   REQUIRE(dev.download_page_part(s.max_pages, 0, 0, host.data()) == bgtq::errc::invalid_argument);
   REQUIRE(dev.download_page_part(0, 0, 5, host.data()) == bgtq::errc::not_found);

@@ -101,10 +101,14 @@ struct decode_args {
   const std::uint16_t* window_v = nullptr;  //!< device fp16 window values
   const int* window_len = nullptr;        //!< device [B] window rows used (null: no window)
   int window_cap = 0;                     //!< window rows per (sequence, head)
-  float scale = 0.0f;                     //!< logit scale, 0 = 1/sqrt(head_dim)
+  float scale = 0.0f;                     //!< logit scale, 0 = 1/sqrt(head_dim); must be finite and >= 0
   int splits = 0;                         //!< 0 = choose from the work; > 0 forces a count
   void* workspace = nullptr;              //!< device scratch of decode_workspace_bytes(batch, splits) bytes
   std::size_t workspace_bytes = 0;
+  //! Optional device counter, incremented once per (sequence, query head) whose query
+  //! has a NaN or Inf element; such a query head gets NaN outputs (the launch is
+  //! asynchronous, so it cannot be an error code as on the CPU).
+  unsigned long long* nonfinite = nullptr;
 };
 
 //! A device mirror of a host gtq/bit-plane cache: the page pool and the per-head
@@ -164,7 +168,10 @@ class device_cache {
   //! Fused decode attention over pages and the fp16 window (flash-decoding): three
   //! launches on `stream` (rotate queries, split scan, merge). Nothing decoded is
   //! written to global memory; only per-split (m, l, accumulator) partials go to the
-  //! workspace. Sequences with no token at all get a zero output. Asynchronous.
+  //! workspace. Sequences with no token at all get a zero output; a query head whose
+  //! query has a NaN or Inf element gets NaN outputs and is counted in a.nonfinite.
+  //! Errors: invalid_argument (also for a NaN, Inf or negative a.scale), not_found,
+  //! unsupported, device_error. Asynchronous.
   errc decode_attention(const decode_args& a, void* stream = nullptr) noexcept;
 
   struct impl;  //!< private (kernels/device_cache_impl.cuh)
