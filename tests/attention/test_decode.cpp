@@ -115,6 +115,18 @@ TEST_CASE("decode attention matches the reference at every code width and GQA ra
   }
 }
 
+TEST_CASE("decode attention matches the reference with one 320-coordinate key group", "[attention]") {
+  // Larger than the AVX2 key kernel's 256-coordinate code buffer: the per-chunk path.
+  const case_spec cs{320, 150, 2, 1, 0, 3};
+  const int Hkv = 2, Hq = Hkv * cs.gqa;
+  const auto cfg = small_config(1, Hkv, Hq, cs.D, (cs.T + 63) / 64 + 1, cs.sink, cs.recent);
+  const auto p = random_plan(1, Hkv, Hq, cs.D, bgtq::rope_pairing::interleaved, 2, 2, 3, 77);
+  auto cache = bgtq::bgtq_cache<>(cfg, bgtq::plan_key_states(p), bgtq::plan_value_states(p));
+  const double e = max_rel_error(cache, cs, 77);
+  INFO("rel err " << e);
+  CHECK(e < 1e-4);
+}
+
 #if defined(BGTQ_EXPECT_SIMD)
 TEST_CASE("this program runs the SIMD path its build variant asks for", "[attention]") {
   CHECK(std::string(bgtq::simd_path()) == BGTQ_EXPECT_SIMD);

@@ -157,7 +157,7 @@ struct gtq_pages {
       const gtq_group& g = s.codec.groups()[gi];
       const float* qg = qbuf + static_cast<std::size_t>(G) * s.coord_off[gi];
 #if defined(BGTQ_SIMD_AVX2_ONLY)
-      if constexpr (std::is_same_v<Layout, bit_plane_layout>) {
+      if (std::is_same_v<Layout, bit_plane_layout> && g.quantizer.dim() <= code_buffer_coords) {
         dispatch_bits(g.quantizer.bits(), [&](auto bits_c) {
           score_group_codes<decltype(bits_c)::value>(s, gi, qg, G, page, chunks, scores);
         });
@@ -437,13 +437,16 @@ struct gtq_pages {
   // are expanded to bytes once for all n coordinates into an L1 buffer (n x 32 bytes),
   // and every block of query heads and every 16-token chunk reads them from there. The
   // arithmetic (order of the multiply-adds, radius scaling) is score_group's.
+  // Groups of more than code_buffer_coords coordinates (head_dim > 256 with one group)
+  // take score_group instead, so the buffer stays at 8 KB of stack.
+  static constexpr int code_buffer_coords = 256;
   template <int B>
   static void score_group_codes(const head_state& s, std::size_t gi, const float* qg, int G, const std::uint8_t* page,
                                 int chunks, float* scores) {
     const int n = s.codec.groups()[gi].quantizer.dim();
     const std::uint8_t* region = page + s.region[gi];
     const std::size_t P = static_cast<std::size_t>(s.P);
-    alignas(32) std::uint8_t codes[static_cast<std::size_t>(max_codec_dim) * 32u];
+    alignas(32) std::uint8_t codes[static_cast<std::size_t>(code_buffer_coords) * 32u];
     for (int t32 = 0; t32 < chunks * 16; t32 += 32) {
       for (int j = 0; j < n; ++j)
         _mm256_store_si256(reinterpret_cast<__m256i*>(codes + 32 * j), bit_plane_layout::load32<B>(region, s.P, t32, j));
