@@ -127,18 +127,26 @@ BGTQ_FORCEINLINE vi16 or_masked(vi16 idx, std::uint32_t mask16, int bit) {
   return {_mm256_or_si256(idx.lo, _mm256_and_si256(detail::lane_mask8(mask16 & 0xffu), b)),
           _mm256_or_si256(idx.hi, _mm256_and_si256(detail::lane_mask8((mask16 >> 8) & 0xffu), b))};
 }
+namespace detail {
+//! table[idx & (2^Bits - 1)] for 8 lanes, Bits <= 6: 8-entry vpermps lookups joined by
+//! blends on bits 3.., each bit moved to the sign bit by a shift (higher bits shift out).
+template <int Bits>
+BGTQ_FORCEINLINE __m256 permute_lookup8(const float* table, __m256i idx) {
+  if constexpr (Bits <= 3) {
+    return _mm256_permutevar8x32_ps(_mm256_loadu_ps(table), idx);
+  } else {
+    const __m256 lo = permute_lookup8<Bits - 1>(table, idx);
+    const __m256 hi = permute_lookup8<Bits - 1>(table + (1 << (Bits - 1)), idx);
+    return _mm256_blendv_ps(lo, hi, _mm256_castsi256_ps(_mm256_slli_epi32(idx, 32 - Bits)));
+  }
+}
+}  // namespace detail
+//! table[idx] per lane: permutes and blends up to 6 bits (64 entries: 8 vpermps, 7
+//! blends per 8 lanes, still cheaper than vgatherdps on most AVX2 cores), gathers above.
 template <int Bits>
 BGTQ_FORCEINLINE vf16 lookup(const float* table, vi16 idx) {
-  if constexpr (Bits <= 3) {
-    const __m256 t = _mm256_loadu_ps(table);
-    return {_mm256_permutevar8x32_ps(t, idx.lo), _mm256_permutevar8x32_ps(t, idx.hi)};
-  } else if constexpr (Bits == 4) {
-    const __m256 t0 = _mm256_loadu_ps(table), t1 = _mm256_loadu_ps(table + 8);
-    const __m256i eight = _mm256_set1_epi32(8);
-    const __m256 hl = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(idx.lo, eight), 28));
-    const __m256 hh = _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_and_si256(idx.hi, eight), 28));
-    return {_mm256_blendv_ps(_mm256_permutevar8x32_ps(t0, idx.lo), _mm256_permutevar8x32_ps(t1, idx.lo), hl),
-            _mm256_blendv_ps(_mm256_permutevar8x32_ps(t0, idx.hi), _mm256_permutevar8x32_ps(t1, idx.hi), hh)};
+  if constexpr (Bits <= 6) {
+    return {detail::permute_lookup8<Bits>(table, idx.lo), detail::permute_lookup8<Bits>(table, idx.hi)};
   } else {
     return {_mm256_i32gather_ps(table, idx.lo, 4), _mm256_i32gather_ps(table, idx.hi, 4)};
   }
