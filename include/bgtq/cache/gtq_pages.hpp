@@ -221,7 +221,13 @@ struct gtq_pages {
       for (int h = 0; h < G;) {
         const int left = G - h;
         const int gb = left >= 4 ? 4 : left >= 2 ? 2 : 1;
-        // tmp[hh][t] = w[h+hh][t] * r_t; whole 64-token blocks, zero past the valid chunks
+        // tmp = w[h+hh][t] * r_t for whole 64-token blocks, zero past the valid chunks; the
+        // 64-token kernels read it blocked, [block][hh][64] (see wr_offset), the others [hh][P]
+#if defined(BGTQ_SIMD_CODES64)
+        constexpr bool blocked = std::is_same_v<Layout, bit_plane_layout>;
+#else
+        constexpr bool blocked = false;
+#endif
         const int tchunks = (chunks + 3) / 4 * 4;
         for (int hh = 0; hh < gb; ++hh) {
           for (int c = 0; c < tchunks; ++c) {
@@ -230,7 +236,7 @@ struct gtq_pages {
               const simd::vf16 r = load_radii16(radii + static_cast<std::size_t>(c) * 16u * rb, rb == 4);
               v = simd::mul(simd::load(w + (h + hh) * P + static_cast<std::size_t>(c) * 16u), r);
             }
-            simd::store(tmp + hh * P + static_cast<std::size_t>(c) * 16u, v);
+            simd::store(tmp + (blocked ? wr_offset(16 * c, hh, gb) : hh * P + static_cast<std::size_t>(c) * 16u), v);
           }
         }
         float* acc_h = acc + (static_cast<std::size_t>(h) * s.dim() + static_cast<std::size_t>(s.coord_off[gi])) * 16u;
@@ -271,14 +277,14 @@ struct gtq_pages {
 #if defined(BGTQ_SIMD_CODES64)
     if constexpr (std::is_same_v<Layout, bit_plane_layout>) {
       const std::size_t P = static_cast<std::size_t>(s.P);
-      const std::size_t span = P * static_cast<std::size_t>(npages);
       const std::size_t rb = radius_size(s);
       for (std::size_t gi = 0; gi < s.codec.groups().size(); ++gi) {
         const gtq_group& g = s.codec.groups()[gi];
         for (int h = 0; h < G;) {
           const int left = G - h;
           const int gb = left >= 4 ? 4 : left >= 2 ? 2 : 1;
-          // tmp[hh][p*P + t] = w[p][h+hh][t] * r_{p,t}, zero past the last page's valid chunks
+          // tmp = w[p][h+hh][t] * r_{p,t} at wr_offset(p*P + t, hh, gb), zero past the last
+          // page's valid chunks
           for (int p = 0; p < npages; ++p) {
             const int chunks = p + 1 < npages ? s.P / 16 : (nvalid_last + 15) / 16;
             const std::uint8_t* radii = pages[p] + s.radii + gi * P * rb;
@@ -288,7 +294,7 @@ struct gtq_pages {
                 if (c < chunks)
                   v = simd::mul(simd::load(w + (static_cast<std::size_t>(p) * G + static_cast<std::size_t>(h + hh)) * P + 16u * c),
                                 load_radii16(radii + static_cast<std::size_t>(c) * 16u * rb, rb == 4));
-                simd::store(tmp + hh * span + p * P + 16u * c, v);
+                simd::store(tmp + wr_offset(p * s.P + 16 * c, hh, gb), v);
               }
           }
           float* acc_h = acc + (static_cast<std::size_t>(h) * s.dim() + static_cast<std::size_t>(s.coord_off[gi])) * 16u;
@@ -493,23 +499,32 @@ struct gtq_pages {
   }
 #endif
 
+  // Offset of token t's weight x radius for head hh of a gb-head block in the 64-token
+  // kernels' blocked layout [t / 64][gb][64]: the 4 x GB weight vectors of a code block
+  // are at one base address plus constants (the per-head [hh][P] rows cost a general
+  // register per head and made the compiler spill the loop's pointers).
+  static constexpr std::size_t wr_offset(int t, int hh, int gb) {
+    return (static_cast<std::size_t>(t / 64) * static_cast<std::size_t>(gb) + static_cast<std::size_t>(hh)) * 64u +
+           static_cast<std::size_t>(t % 64);
+  }
+
 #if defined(BGTQ_SIMD_CODES64)
-  // a[hh] += c(codes of chunk C) * w[hh * wstride + 16 C ..] for hh < GB.
+  // a[hh] += c(codes of chunk C) * w[hh * 64 + 16 C ..] for hh < GB (w: one block of wr_offset).
   template <int B, int GB, int C>
   BGTQ_FORCEINLINE static void fma_chunk(const float* cent, const bit_plane_layout::codes64& bytes, const float* w,
-                                         std::size_t wstride, simd::vf16* a) {
+                                         simd::vf16* a) {
     const simd::vf16 cv = simd::lookup<B>(cent, bit_plane_layout::chunk16<B, C>(bytes));
-    for (int hh = 0; hh < GB; ++hh) a[hh] = simd::fma(cv, simd::load(w + hh * wstride + 16 * C), a[hh]);
+    for (int hh = 0; hh < GB; ++hh) a[hh] = simd::fma(cv, simd::load(w + hh * 64 + 16 * C), a[hh]);
   }
   // The 4 chunks of one 64-token code block, in token order (one centroid vector live at
   // a time: with GB = 4 the accumulators take 8 of AVX2's 16 ymm registers).
   template <int B, int GB>
   BGTQ_FORCEINLINE static void fma_block64(const float* cent, const bit_plane_layout::codes64& bytes, const float* w,
-                                           std::size_t wstride, simd::vf16* a) {
-    fma_chunk<B, GB, 0>(cent, bytes, w, wstride, a);
-    fma_chunk<B, GB, 1>(cent, bytes, w, wstride, a);
-    fma_chunk<B, GB, 2>(cent, bytes, w, wstride, a);
-    fma_chunk<B, GB, 3>(cent, bytes, w, wstride, a);
+                                           simd::vf16* a) {
+    fma_chunk<B, GB, 0>(cent, bytes, w, a);
+    fma_chunk<B, GB, 1>(cent, bytes, w, a);
+    fma_chunk<B, GB, 2>(cent, bytes, w, a);
+    fma_chunk<B, GB, 3>(cent, bytes, w, a);
   }
 
   // Values, 64 tokens per decode; wr = weights times radii for whole 64-token blocks.
@@ -520,28 +535,25 @@ struct gtq_pages {
     const int n = g.quantizer.dim();
     const float* cent = g.quantizer.centroids();
     const std::uint8_t* region = page + s.region[gi];
-    const std::size_t P = static_cast<std::size_t>(s.P);
     const std::size_t hstride = static_cast<std::size_t>(s.dim()) * 16u;
     for (int j = 0; j < n; ++j) {
       simd::vf16 a[GB];
       for (int hh = 0; hh < GB; ++hh) a[hh] = simd::load(acc + hh * hstride + static_cast<std::size_t>(j) * 16u);
       for (int blk = 0; blk < blocks64; ++blk) {
         const int t64 = blk * 64;
-        fma_block64<B, GB>(cent, bit_plane_layout::load64<B>(region, s.P, t64, j), wr + static_cast<std::size_t>(t64), P, a);
+        fma_block64<B, GB>(cent, bit_plane_layout::load64<B>(region, s.P, t64, j), wr + wr_offset(t64, 0, GB), a);
       }
       for (int hh = 0; hh < GB; ++hh) simd::store(acc + hh * hstride + static_cast<std::size_t>(j) * 16u, a[hh]);
     }
   }
 
-  // Values over a span of pages; wr = weights times radii, [GB][npages*P].
+  // Values over a span of pages; wr = weights times radii in the wr_offset layout over the span.
   template <int B, int GB>
   static void accumulate_span64(const head_state& s, std::size_t gi, const std::uint8_t* const* pages, int npages,
                                 const float* wr, float* acc) {
     const gtq_group& g = s.codec.groups()[gi];
     const int n = g.quantizer.dim();
     const float* cent = g.quantizer.centroids();
-    const std::size_t P = static_cast<std::size_t>(s.P);
-    const std::size_t span = P * static_cast<std::size_t>(npages);
     const std::size_t hstride = static_cast<std::size_t>(s.dim()) * 16u;
     const std::size_t region = s.region[gi];
     for (int j = 0; j < n; ++j) {
@@ -550,7 +562,7 @@ struct gtq_pages {
       for (int p = 0; p < npages; ++p) {
         for (int t64 = 0; t64 < s.P; t64 += 64) {
           fma_block64<B, GB>(cent, bit_plane_layout::load64<B>(pages[p] + region, s.P, t64, j),
-                             wr + static_cast<std::size_t>(p) * P + static_cast<std::size_t>(t64), span, a);
+                             wr + wr_offset(p * s.P + t64, 0, GB), a);
         }
       }
       for (int hh = 0; hh < GB; ++hh) simd::store(acc + hh * hstride + static_cast<std::size_t>(j) * 16u, a[hh]);
