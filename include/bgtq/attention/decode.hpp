@@ -90,7 +90,6 @@ inline void prefetch_lines(const void* p, std::size_t bytes) {
 #endif
 }
 
-
 //! Attention of the G query heads of KV head h for one sequence (no checks, no throw).
 template <class Cache>
 void attend_head(const Cache& cache, int layer, int seq, const typename Cache::sequence_view& view, int h,

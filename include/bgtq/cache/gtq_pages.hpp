@@ -366,27 +366,35 @@ struct gtq_pages {
   template <class Layout, int B, int GB>
   static void score_group(const head_state& s, std::size_t gi, const float* q, const std::uint8_t* page, int chunks,
                           float* scores) {
+    const int n = s.codec.groups()[gi].quantizer.dim();
+    const std::uint8_t* region = page + s.region[gi];
+    for (int c = 0; c < chunks; ++c)
+      score_chunk<B, GB>(s, gi, q, page, c * 16, scores,
+                         [&](int j) { return Layout::template load16<B>(region, n, s.P, c * 16, j); });
+  }
+
+  // Scores of one 16-token chunk (tokens t0..t0+15) for GB heads from group gi:
+  // sum_j q[hh][j] c(idx_j) times the token's radius, into (gi == 0) or onto the scores.
+  // idx(j) gives the chunk's 16 codes at coordinate j.
+  template <int B, int GB, class Idx>
+  BGTQ_FORCEINLINE static void score_chunk(const head_state& s, std::size_t gi, const float* q, const std::uint8_t* page,
+                                           int t0, float* scores, Idx&& idx) {
     const gtq_group& g = s.codec.groups()[gi];
     const int n = g.quantizer.dim();
     const float* cent = g.quantizer.centroids();
-    const std::uint8_t* region = page + s.region[gi];
     const std::size_t P = static_cast<std::size_t>(s.P);
     const std::size_t rb = radius_size(s);
     const std::uint8_t* radii = page + s.radii + gi * P * rb;
-    const bool first = gi == 0;
-    for (int c = 0; c < chunks; ++c) {
-      const int t0 = c * 16;
-      simd::vf16 acc[GB];
-      for (int hh = 0; hh < GB; ++hh) acc[hh] = simd::zero();
-      for (int j = 0; j < n; ++j) {
-        const simd::vf16 cv = simd::lookup<B>(cent, Layout::template load16<B>(region, n, s.P, t0, j));
-        for (int hh = 0; hh < GB; ++hh) acc[hh] = simd::fma(cv, simd::set1(q[hh * n + j]), acc[hh]);
-      }
-      const simd::vf16 r = load_radii16(radii + static_cast<std::size_t>(t0) * rb, rb == 4);
-      for (int hh = 0; hh < GB; ++hh) {
-        float* dst = scores + hh * P + static_cast<std::size_t>(t0);
-        simd::store(dst, first ? simd::mul(acc[hh], r) : simd::fma(acc[hh], r, simd::load(dst)));
-      }
+    simd::vf16 acc[GB];
+    for (int hh = 0; hh < GB; ++hh) acc[hh] = simd::zero();
+    for (int j = 0; j < n; ++j) {
+      const simd::vf16 cv = simd::lookup<B>(cent, idx(j));
+      for (int hh = 0; hh < GB; ++hh) acc[hh] = simd::fma(cv, simd::set1(q[hh * n + j]), acc[hh]);
+    }
+    const simd::vf16 r = load_radii16(radii + static_cast<std::size_t>(t0) * rb, rb == 4);
+    for (int hh = 0; hh < GB; ++hh) {
+      float* dst = scores + hh * P + static_cast<std::size_t>(t0);
+      simd::store(dst, gi == 0 ? simd::mul(acc[hh], r) : simd::fma(acc[hh], r, simd::load(dst)));
     }
   }
 
@@ -441,8 +449,8 @@ struct gtq_pages {
   // tokens, too few to keep one coordinate's decoded codes for 64 tokens in registers
   // and share them across heads as score_group64 does. So the codes of a 32-token block
   // are expanded to bytes once for all n coordinates into an L1 buffer (n x 32 bytes),
-  // and every block of query heads and every 16-token chunk reads them from there. The
-  // arithmetic (order of the multiply-adds, radius scaling) is score_group's.
+  // and every block of query heads and every 16-token chunk reads them from there
+  // (score_chunk, as score_group: the same arithmetic).
   // Groups of more than code_buffer_coords coordinates (head_dim > 256 with one group)
   // take score_group instead, so the buffer stays at 8 KB of stack.
   static constexpr int code_buffer_coords = 256;
@@ -462,11 +470,11 @@ struct gtq_pages {
         const int gb = left >= 4 ? 4 : left >= 2 ? 2 : 1;
         const float* q = qg + static_cast<std::size_t>(h) * n;
         for (int c = 0; c < nc; ++c) {
-          const int t0 = t32 + 16 * c;
+          const auto idx = [&](int j) { return simd::load_u8(codes + 32 * j + 16 * c); };
           switch (gb) {
-            case 4: score_chunk_codes<B, 4>(s, gi, q, codes + 16 * c, page, t0, scores + h * P); break;
-            case 2: score_chunk_codes<B, 2>(s, gi, q, codes + 16 * c, page, t0, scores + h * P); break;
-            default: score_chunk_codes<B, 1>(s, gi, q, codes + 16 * c, page, t0, scores + h * P); break;
+            case 4: score_chunk<B, 4>(s, gi, q, page, t32 + 16 * c, scores + h * P, idx); break;
+            case 2: score_chunk<B, 2>(s, gi, q, page, t32 + 16 * c, scores + h * P, idx); break;
+            default: score_chunk<B, 1>(s, gi, q, page, t32 + 16 * c, scores + h * P, idx); break;
           }
         }
         h += gb;
@@ -474,29 +482,6 @@ struct gtq_pages {
     }
   }
 
-  // One 16-token chunk (tokens t0..t0+15, byte codes at codes[32 j .. 32 j + 15]) for GB heads.
-  template <int B, int GB>
-  BGTQ_FORCEINLINE static void score_chunk_codes(const head_state& s, std::size_t gi, const float* q,
-                                                 const std::uint8_t* codes, const std::uint8_t* page, int t0,
-                                                 float* scores) {
-    const gtq_group& g = s.codec.groups()[gi];
-    const int n = g.quantizer.dim();
-    const float* cent = g.quantizer.centroids();
-    const std::size_t P = static_cast<std::size_t>(s.P);
-    const std::size_t rb = radius_size(s);
-    const std::uint8_t* radii = page + s.radii + gi * P * rb;
-    simd::vf16 acc[GB];
-    for (int hh = 0; hh < GB; ++hh) acc[hh] = simd::zero();
-    for (int j = 0; j < n; ++j) {
-      const simd::vf16 cv = simd::lookup<B>(cent, simd::load_u8(codes + 32 * j));
-      for (int hh = 0; hh < GB; ++hh) acc[hh] = simd::fma(cv, simd::set1(q[hh * n + j]), acc[hh]);
-    }
-    const simd::vf16 r = load_radii16(radii + static_cast<std::size_t>(t0) * rb, rb == 4);
-    for (int hh = 0; hh < GB; ++hh) {
-      float* dst = scores + hh * P + static_cast<std::size_t>(t0);
-      simd::store(dst, gi == 0 ? simd::mul(acc[hh], r) : simd::fma(acc[hh], r, simd::load(dst)));
-    }
-  }
 #endif
 
   // Offset of token t's weight x radius for head hh of a gb-head block in the 64-token
