@@ -145,8 +145,28 @@ int bench_attention(cli::args& a) {
   const int Hkv = static_cast<int>(a.get_int("kv-heads", 8, 1, 256));
   const int reps = static_cast<int>(a.get_int("reps", 7, 1, 1000));
   const int threads = static_cast<int>(a.get_int("threads", 1, 1, 256));
+  const auto method_list = a.get_list("methods", "tq,bgtq");
+  const auto kv_list = a.get_list("kv-bits", "3,2");
   a.finish();
   if (Hq % Hkv) throw cli::usage_error("--q-heads must be a multiple of --kv-heads");
+  // packed caches to time (fp16 always runs: it is the ratio's baseline)
+  std::vector<std::string> methods;
+  for (const auto& m : method_list) {
+    if (m != "tq" && m != "bgtq") throw cli::usage_error("--methods entries must be tq or bgtq, got '" + m + "'");
+    methods.push_back(m);
+  }
+  std::vector<int> kv_bits;
+  for (const auto& b : kv_list) {
+    const long long v = cli::parse_int(b, "--kv-bits");
+    if (v < 1 || v > 8) throw cli::usage_error("--kv-bits entries must be in 1..8, got " + b);
+    kv_bits.push_back(static_cast<int>(v));
+  }
+  std::vector<int> token_counts;  // validated before anything is measured
+  for (const auto& ts : tok_list) {
+    const long long T = cli::parse_int(ts, "--tokens");
+    if (T < 1 || T > (1 << 22)) throw cli::usage_error("--tokens entries must be in 1..4194304, got " + ts);
+    token_counts.push_back(static_cast<int>(T));
+  }
   std::unique_ptr<thread_pool> pool;
   if (threads > 1) pool = std::make_unique<thread_pool>(threads);
   struct row {
@@ -158,9 +178,7 @@ int bench_attention(cli::args& a) {
   const rope_layout rope(D, rope_pairing::half);
   cli::progress("[bench attention] copy bandwidth ...");
   const double copy = bench::copy_bandwidth_gbps();
-  for (const auto& ts : tok_list) {
-    const int T = static_cast<int>(cli::parse_int(ts, "--tokens"));
-    if (T < 1 || T > (1 << 22)) throw cli::usage_error("--tokens entries must be in 1..4194304");
+  for (const int T : token_counts) {
     cache_config cfg;
     cfg.layers = 1;
     cfg.kv_heads = Hkv;
@@ -178,12 +196,11 @@ int bench_attention(cli::args& a) {
       rows.push_back({"fp16", "k16v16", T, fp16_ms, c.bytes_per_token(0, 0), 1.0});
       cli::progress("[bench attention] T=" + std::to_string(T) + " fp16 " + std::to_string(fp16_ms) + " ms");
     }
-    for (int bits : {3, 2}) {
-      for (const char* method : {"tq", "bgtq"}) {
+    for (int bits : kv_bits) {
+      for (const std::string& m : methods) {
         plan_options o;
         o.avg_bits = bits;
         o.value_bits = bits;
-        const std::string m = method;
         const plan p = m == "tq" ? uniform_plan(1, Hkv, Hq, rope, bits, o)
                                  : build_plan(1, Hkv, Hq, rope, bench_scores(1, Hkv, rope.num_blocks()), o);
         auto c = make_bgtq_cache(p, cfg);
@@ -236,7 +253,7 @@ int run(cli::args& a) {
 
 cli::registrar reg{{"bench", "throughput of encode/decode and decode attention next to the copy bandwidth",
                     "encode|attention [--json] [encode: --dim N --bits 2,3,4 --rotations LIST --mb M --reps R] "
-                    "[attention: --tokens LIST --dim D --q-heads H --kv-heads H --reps R --threads N]",
+                    "[attention: --tokens LIST --methods tq,bgtq --kv-bits 3,2 --dim D --q-heads H --kv-heads H --reps R --threads N]",
                     &run, {"json"}}};
 
 }  // namespace
