@@ -14,7 +14,7 @@
 //     one rotation back per value group (x = P^T y), the fp16 window in the same
 //     softmax, output = acc / l.
 // Nothing decoded (no key, no value, no centroid vector) is ever written to memory.
-#include "device_cache_impl.cuh"
+#include "decode_common.cuh"
 
 #include <bgtq/attention/softmax.hpp>
 
@@ -23,38 +23,6 @@
 
 namespace bgtq::cuda {
 namespace {
-
-struct decode_kparams : layer_params {
-  int Hq, G, hchunks, batch;
-  const void* q;
-  dtype q_type;
-  float* out;
-  const int* page_table;
-  int mpps;
-  const int* quantized;
-  const std::uint16_t* wk;
-  const std::uint16_t* wv;
-  const int* wlen;
-  int wcap;
-  float scale;
-  int splits, tiles_per_split;
-  float* qrot;  // [B][Hq][D]
-  float* ml;    // [B][Hq][S][2]
-  float* acc;   // [B][Hq][S][D]
-  int key_coords, key_cent, value_cent, value_groups;  // layer maxima (shared-memory sizing)
-  unsigned long long* nonfinite;  // optional: count of non-finite queries
-};
-
-__device__ __forceinline__ float warp_max(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
-  return v;
-}
-__device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-  return v;
-}
 
 // ---------------------------------------------------------------- 1. query rotation
 
@@ -518,6 +486,11 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
   BGTQ_ARG_CHECK(!window || (a.window_k != nullptr && a.window_v != nullptr && a.window_cap > 0), errc::invalid_argument,
                  "decode_attention: window_len given without window_k/window_v/window_cap");
   BGTQ_ARG_CHECK(a.window_cap <= 16384, errc::unsupported, "decode_attention: window_cap above 16384");
+  BGTQ_ARG_CHECK(a.path == decode_path::cuda_cores || a.path == decode_path::tensor_cores || a.path == decode_path::automatic,
+                 errc::invalid_argument, "decode_attention: unknown decode_path");
+  const std::string& no_mma = p_->mma_why[static_cast<std::size_t>(a.layer)];
+  if (a.path == decode_path::tensor_cores && !no_mma.empty()) return detail::arg_fail(errc::unsupported, no_mma.c_str());
+  const bool use_mma = a.path != decode_path::cuda_cores && no_mma.empty();
   const split_plan sp = decode_plan(a.batch, a.max_quantized, a.splits);
   const decode_workspace_layout wl = decode_workspace(a.batch, d.q_heads, d.head_dim, sp.splits);
   BGTQ_ARG_CHECK(a.workspace != nullptr && a.workspace_bytes >= wl.bytes, errc::invalid_argument,
@@ -562,14 +535,18 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
   BGTQ_LAUNCH(rotate_query_kernel, head_grid, block, static_cast<std::size_t>(d.head_dim + 1) * 4u, st, kp);
   BGTQ_CUDA_LAUNCHED("rotate_query_kernel");
 
-  const split_smem L = split_smem_layout(gm, kp.key_coords, kp.key_cent, kp.value_cent, kp.value_groups);
-  const std::size_t smem = static_cast<std::size_t>(L.floats) * 4u;
   errc e = errc::ok;
-  switch (gm) {
-    case 1: e = launch_split<1>(kp, sp, smem, st); break;
-    case 2: e = launch_split<2>(kp, sp, smem, st); break;
-    case 4: e = launch_split<4>(kp, sp, smem, st); break;
-    default: e = launch_split<8>(kp, sp, smem, st); break;
+  if (use_mma) {
+    e = launch_split_mma(kp, sp, p_->mma[l], st);
+  } else {
+    const split_smem L = split_smem_layout(gm, kp.key_coords, kp.key_cent, kp.value_cent, kp.value_groups);
+    const std::size_t smem = static_cast<std::size_t>(L.floats) * 4u;
+    switch (gm) {
+      case 1: e = launch_split<1>(kp, sp, smem, st); break;
+      case 2: e = launch_split<2>(kp, sp, smem, st); break;
+      case 4: e = launch_split<4>(kp, sp, smem, st); break;
+      default: e = launch_split<8>(kp, sp, smem, st); break;
+    }
   }
   if (e != errc::ok) return e;
 

@@ -62,7 +62,14 @@ errc build(const cache_desc& d, device_cache::impl& m) {
   m.desc = d;
   BGTQ_CUDA_TRY(cudaGetDevice(&m.device));
   BGTQ_CUDA_TRY(cudaDeviceGetAttribute(&m.sms, cudaDevAttrMultiProcessorCount, m.device));
+  BGTQ_CUDA_TRY(cudaDeviceGetAttribute(&m.cc_major, cudaDevAttrComputeCapabilityMajor, m.device));
   device_tables t = build_tables(d);
+  for (int l = 0; l < d.layers; ++l) {
+    std::string why;
+    m.mma.push_back(mma_layer_support(t, d, l, &why));
+    if (m.mma.back().ok && m.cc_major < 8) why = "tensor-core decode: the device is older than sm_80 (no mma.sync m16n8k16 / cp.async)";
+    m.mma_why.push_back(m.mma.back().ok && m.cc_major >= 8 ? std::string() : why);
+  }
   m.pool_bytes = t.pool_bytes;
   if (m.pool_bytes > 0) {
     BGTQ_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&m.pool), m.pool_bytes));
@@ -100,6 +107,19 @@ const cache_desc& device_cache::desc() const noexcept { return p_ ? p_->desc : e
 void* device_cache::pool() const noexcept { return p_ ? p_->pool : nullptr; }
 std::size_t device_cache::pool_bytes() const noexcept { return p_ ? p_->pool_bytes : 0; }
 int device_cache::sm_count() const noexcept { return p_ ? p_->sms : 0; }
+
+bool device_cache::tensor_core_decode(int layer, const char** why) const noexcept {
+  const char* r = nullptr;
+  if (!p_) {
+    r = "tensor-core decode: device_cache is empty";
+  } else if (layer < 0 || layer >= p_->desc.layers) {
+    r = "tensor-core decode: layer out of range";
+  } else if (!p_->mma_why[static_cast<std::size_t>(layer)].empty()) {
+    r = p_->mma_why[static_cast<std::size_t>(layer)].c_str();
+  }
+  if (why) *why = r ? r : "";
+  return r == nullptr;
+}
 
 namespace {
 bool head_ok(const device_cache::impl* m, int layer, int h) {

@@ -59,7 +59,10 @@ struct device_cache::impl {
   cache_desc desc;
   int device = 0;
   int sms = 1;
+  int cc_major = 0;      // compute capability major (tensor-core decode needs 8+)
   device_tables tables;  // host copies of the uploaded tables (tables.hpp)
+  std::vector<mma_layer_info> mma;  // per layer: can it take the tensor-core decode path
+  std::vector<std::string> mma_why; // per layer: why not ("" when it can)
   // device allocations
   std::uint8_t* pool = nullptr;
   std::size_t pool_bytes = 0;

@@ -41,6 +41,7 @@ struct method {
   bool fp32_radius = false;
   int haar_max_dim = 64;  //!< groups up to this dimension use dense Haar, larger the fast rotations
   rope_pairing pairing = rope_pairing::interleaved;
+  float value_scale = 1.0f;  //!< fill_cache's values are N(0, value_scale^2) (fp16 radius-range tests)
 };
 
 //! Cache shape under test.
@@ -49,9 +50,11 @@ struct shape {
   bool nonfinite_zero = false;  //!< cache policy for NaN/Inf rows: store zero (else reject)
 };
 
-//! A one-layer decode shape whose pool holds `lengths` (P = 64) plus `spare` pages.
-inline shape decode_shape(int D, int Hkv, int Hq, int sink, int recent, const std::vector<int>& lengths, int spare = 0) {
+//! A one-layer decode shape whose pool holds `lengths` (P tokens per page) plus `spare` pages.
+inline shape decode_shape(int D, int Hkv, int Hq, int sink, int recent, const std::vector<int>& lengths, int spare = 0,
+                          int P = 64) {
   shape s;
+  s.page_tokens = P;
   s.head_dim = D;
   s.kv_heads = Hkv;
   s.q_heads = Hq;
@@ -272,7 +275,7 @@ struct filled_cache {
 //! (keys N(0,1) scaled per dim so that energies differ across blocks, values N(0,1)),
 //! rounded through `type` so the device can be given the same values in fp16/bf16.
 inline filled_cache fill_cache(bgtq_cache<>& c, const std::vector<int>& lengths, std::uint64_t seed,
-                               cuda::dtype type = cuda::dtype::f32) {
+                               cuda::dtype type = cuda::dtype::f32, float value_scale = 1.0f) {
   const cache_config& cfg = c.config();
   const std::size_t row = static_cast<std::size_t>(cfg.kv_heads) * static_cast<std::size_t>(cfg.head_dim);
   filled_cache f;
@@ -285,7 +288,7 @@ inline filled_cache fill_cache(bgtq_cache<>& c, const std::vector<int>& lengths,
     for (int l = 0; l < cfg.layers; ++l) {
       const std::size_t n = static_cast<std::size_t>(lengths[s]) * row;
       std::vector<float> k = normal_floats(n, seed, mix(s, static_cast<std::uint64_t>(2 * l)));
-      std::vector<float> v = normal_floats(n, seed, mix(s, static_cast<std::uint64_t>(2 * l + 1)));
+      std::vector<float> v = normal_floats(n, seed, mix(s, static_cast<std::uint64_t>(2 * l + 1)), value_scale);
       for (std::size_t i = 0; i < n; ++i) k[i] *= 0.5f + static_cast<float>((i % static_cast<std::size_t>(cfg.head_dim)) % 7);
       round_to(k, type);
       round_to(v, type);

@@ -228,14 +228,16 @@ inline check_report gpu_check_encode(shape s, const method& m, const std::vector
 //! their outputs must be all NaN, the others must still match the CPU (computed from
 //! the finite queries), and a.nonfinite must count them on each run.
 inline check_report gpu_check_decode(const shape& s, const method& m, const std::vector<int>& lengths, cuda::dtype q_type,
-                                     int splits, std::uint64_t seed, double tol = 1e-4, int nonfinite = 0) {
+                                     int splits, std::uint64_t seed, double tol = 1e-4, int nonfinite = 0,
+                                     cuda::decode_path path = cuda::decode_path::cuda_cores) {
   check_report rep;
   char head[256];
-  std::snprintf(head, sizeof head, "decode %s D=%d Hkv=%d G=%d B=%zu window=%d+%d q=%s splits=%d", m.name.c_str(), s.head_dim,
-                s.kv_heads, s.q_heads / s.kv_heads, lengths.size(), s.sink, s.recent, dtype_name(q_type), splits);
+  std::snprintf(head, sizeof head, "decode%s %s D=%d Hkv=%d G=%d P=%d B=%zu window=%d+%d q=%s splits=%d",
+                path == cuda::decode_path::tensor_cores ? "[tensor cores]" : "", m.name.c_str(), s.head_dim, s.kv_heads,
+                s.q_heads / s.kv_heads, s.page_tokens, lengths.size(), s.sink, s.recent, dtype_name(q_type), splits);
   rep.what = head;
   auto c = make_cache(s, m, seed);
-  const filled_cache f = fill_cache(c, lengths, seed + 1);
+  const filled_cache f = fill_cache(c, lengths, seed + 1, cuda::dtype::f32, m.value_scale);
   const int B = static_cast<int>(lengths.size());
   std::vector<float> q = normal_floats(static_cast<std::size_t>(B) * s.q_heads * s.head_dim, seed + 2, 0, 0.8f);
   std::vector<std::uint16_t> qbits;
@@ -295,6 +297,7 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
     a.window_cap = bt.window_cap;
   }
   a.splits = splits;
+  a.path = path;
   a.workspace = dws.p;
   a.workspace_bytes = dws.bytes;
   if (nonfinite > 0) {  // otherwise the null-counter path
@@ -333,6 +336,7 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
                 std::memcmp(got.data(), got2.data(), got.size() * 4) == 0 ? "" : ", NOT deterministic");
   rep.what += tail;
   rep.ok = rep.value <= tol && std::memcmp(got.data(), got2.data(), got.size() * 4) == 0;
+  if (std::getenv("BGTQ_PRINT_CHECKS")) std::fprintf(stderr, "%s\n", rep.what.c_str());  // every result, not only failures
   return rep;
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <initializer_list>
 #include <vector>
 
 #include "common.hpp"
@@ -56,6 +57,22 @@ std::vector<int> lengths_for(int n) {
   std::vector<int> v;
   for (int i = 0; i < n; ++i) v.push_back(cap(pool[(i * 3) % 5]));
   return v;
+}
+
+// Block-GTQ with every width 1..8 over D 64/128, the GQA group sizes `Gs`, batch 1
+// (5000 tokens) and 17 (awkward lengths, fp16 window), on one decode path.
+void check_mixed_batches(std::initializer_list<int> Gs, bc::decode_path path, double tol, int seed) {
+  int combo = 0;
+  for (int D : {64, 128})
+    for (int G : Gs)
+      for (int batch : {1, 17}) {
+        if (!keep(combo)) continue;
+        const std::vector<int> lengths = batch == 1 ? std::vector<int>{cap(5000)} : lengths_for(full_size() ? 17 : 7);
+        const shape s = decode_shape(D, 2, 2 * G, batch == 17 ? 4 : 0, batch == 17 ? 32 : 0, lengths);
+        const check_report r = gpu_check_decode(s, mixed_method(), lengths, bc::dtype::f32, 0, seed + D + G + batch, tol, 0, path);
+        INFO(r.what);
+        REQUIRE(r.ok);
+      }
 }
 
 }  // namespace
@@ -110,19 +127,10 @@ TEST_CASE("encode_append stores a non-finite row as a zero vector and counts it"
   REQUIRE(r.ok);
 }
 
+
 TEST_CASE("decode_attention matches CPU decode_attention (Block-GTQ, batch 1 and 17, D 64 and 128)", "[gpu][decode]") {
   require_device();
-  int combo = 0;
-  for (int D : {64, 128})
-    for (int G : {1, 4, 8})
-      for (int batch : {1, 17}) {
-        if (!keep(combo)) continue;
-        const std::vector<int> lengths = batch == 1 ? std::vector<int>{cap(5000)} : lengths_for(full_size() ? 17 : 7);
-        const shape s = decode_shape(D, 2, 2 * G, batch == 17 ? 4 : 0, batch == 17 ? 32 : 0, lengths);
-        const check_report r = gpu_check_decode(s, mixed_method(), lengths, bc::dtype::f32, 0, 500 + D + G + batch);
-        INFO(r.what);
-        REQUIRE(r.ok);
-      }
+  check_mixed_batches({1, 4, 8}, bc::decode_path::cuda_cores, 1e-4, 500);
 }
 
 TEST_CASE("decode_attention matches CPU decode_attention (uniform TQ 2/3 bits, awkward lengths, windows)", "[gpu][decode]") {
@@ -154,15 +162,18 @@ TEST_CASE("decode_attention: fp16 and bf16 queries, forced split counts, GQA 16 
 }
 
 TEST_CASE("decode_attention: a NaN or Inf query element gives NaN outputs for its head only and is counted",
-          "[gpu][decode]") {
+          "[gpu][decode][mma]") {
   require_device();
   const std::vector<int> lengths{300, 1, 97};
   const shape s = decode_shape(64, 2, 8, 2, 8, lengths);
-  for (bc::dtype t : {bc::dtype::f32, bc::dtype::f16, bc::dtype::bf16}) {
-    const check_report r = gpu_check_decode(s, mixed_method(), lengths, t, 0, 750 + static_cast<int>(t), 1e-4, 5);
-    INFO(r.what);
-    REQUIRE(r.ok);
-  }
+  for (bc::decode_path path : {bc::decode_path::cuda_cores, bc::decode_path::tensor_cores})
+    for (bc::dtype t : {bc::dtype::f32, bc::dtype::f16, bc::dtype::bf16}) {
+      const bool tc = path == bc::decode_path::tensor_cores;
+      const check_report r =
+          gpu_check_decode(s, mixed_method(), lengths, t, 0, 750 + static_cast<int>(t) + 10 * tc, tc ? 3e-3 : 1e-4, 5, path);
+      INFO(r.what);
+      REQUIRE(r.ok);
+    }
 }
 
 TEST_CASE("device energy sums equal the CPU's double sums", "[gpu][energy]") {
@@ -215,4 +226,118 @@ TEST_CASE("launchers return error codes with a message for bad arguments", "[gpu
   REQUIRE(en.accumulate(nullptr, nullptr, 5, bc::dtype::f16) == bgtq::errc::invalid_argument);
   REQUIRE(std::string(bc::last_error_message()).find("null") != std::string::npos);
   REQUIRE(en.accumulate(nullptr, nullptr, 0, bc::dtype::f16) == bgtq::errc::ok);  // zero tokens: nothing read
+}
+
+// ---------------------------------------------------------------- tensor-core decode path
+// decode_path::tensor_cores: fp16 centroids, scaled fp16 queries and fp16 weights x radii
+// on mma.sync, fp32 accumulation. Tolerance 3e-3 of max |out| (docs/gpu.md derives it:
+// fp16 rounding is 2^-11 relative per operand); the 2-4-bit codes themselves are ~1e-1.
+
+namespace {
+constexpr double tc_tol = 3e-3;
+method wide_method(int bits) {  // uniform TQ keys and values at `bits` (5..8: the shared-table path)
+  method m = tq_method(bits);
+  m.name = "tq" + std::to_string(bits) + "v" + std::to_string(bits);
+  return m;
+}
+}  // namespace
+
+TEST_CASE("tensor-core decode matches CPU decode_attention (Block-GTQ widths 1..8, D 64/128, GQA 1/4/8/16, batch 1/17)",
+          "[gpu][decode][mma]") {
+  require_device();
+  check_mixed_batches({1, 4, 8, 16}, bc::decode_path::tensor_cores, tc_tol, 910);
+}
+
+TEST_CASE("tensor-core decode: uniform TQ keys and values at every width 1..8, awkward lengths, windows",
+          "[gpu][decode][mma]") {
+  require_device();
+  int combo = 0;
+  for (int bits = 1; bits <= 8; ++bits)
+    for (int L : {1, 54, 97, 1000})
+      for (bool window : {false, true}) {
+        if (!keep(combo)) continue;
+        const shape s = decode_shape(bits % 2 ? 128 : 64, 3, 12, window ? 2 : 0, window ? 16 : 0, {L}, 1);
+        const check_report r =
+            gpu_check_decode(s, wide_method(bits), {L}, bc::dtype::f32, 0, 920 + L + bits, tc_tol, 0, bc::decode_path::tensor_cores);
+        INFO(r.what);
+        REQUIRE(r.ok);
+      }
+}
+
+TEST_CASE("tensor-core decode: pages of 128 and 192 tokens, forced splits, fp16/bf16 queries, greedy Block-GTQ",
+          "[gpu][decode][mma]") {
+  require_device();
+  method greedy = mixed_method();
+  greedy.name = "gtq-greedy-3";
+  greedy.keys = key_kind::greedy;
+  greedy.pairing = bgtq::rope_pairing::half;
+  const std::vector<int> lengths{1000, 97, cap(3000), 130};
+  int combo = 0;
+  for (int P : {64, 128, 192})
+    for (bc::dtype t : {bc::dtype::f16, bc::dtype::bf16})
+      for (int splits : {1, 3, 64}) {
+        if (!keep(combo)) continue;
+        const shape s = decode_shape(128, 2, 8, 1, 8, lengths, 1, P);
+        const check_report r = gpu_check_decode(s, P == 128 ? greedy : mixed_method(), lengths, t, splits, 940 + P + splits,
+                                                tc_tol, 0, bc::decode_path::tensor_cores);
+        INFO(r.what);
+        REQUIRE(r.ok);
+      }
+}
+
+TEST_CASE("tensor-core decode: tiny and large value radii (the accumulator's 2^E range)", "[gpu][decode][mma]") {
+  require_device();
+  const std::vector<int> lengths{700, 130};
+  for (float vs : {2e-6f, 1e-3f, 3000.0f}) {
+    method m = tq_method(3);
+    m.value_scale = vs;
+    m.name = "tq3-values-x" + std::to_string(vs);
+    const shape s = decode_shape(128, 1, 4, 0, 0, lengths);
+    const check_report r = gpu_check_decode(s, m, lengths, bc::dtype::f32, 0, 950, tc_tol, 0, bc::decode_path::tensor_cores);
+    INFO(r.what);
+    REQUIRE(r.ok);
+  }
+}
+
+TEST_CASE("tensor-core decode: layers it cannot serve are refused (tensor_cores) or fall back (automatic)",
+          "[gpu][decode][mma][errors]") {
+  require_device();
+  const std::vector<int> lengths{200};
+  // fp32 radii: the value weights x radii are fp16 operands
+  method fp32r = tq_method(3);
+  fp32r.name = "tq3-fp32-radii";
+  fp32r.fp32_radius = true;
+  const shape s = decode_shape(64, 2, 8, 0, 0, lengths);
+  {
+    const auto c = make_cache(s, fp32r, 1);
+    bc::device_cache dev;
+    REQUIRE(bc::device_cache::create(bc::describe(c), dev) == bgtq::errc::ok);
+    const char* why = nullptr;
+    REQUIRE_FALSE(dev.tensor_core_decode(0, &why));
+    REQUIRE(std::string(why).find("fp32 radii") != std::string::npos);
+    REQUIRE_FALSE(dev.tensor_core_decode(1, &why));
+    REQUIRE(std::string(why).find("layer") != std::string::npos);
+  }
+  check_report r = gpu_check_decode(s, fp32r, lengths, bc::dtype::f32, 0, 970, 1e-4, 0, bc::decode_path::tensor_cores);
+  INFO(r.what);
+  REQUIRE_FALSE(r.ok);
+  REQUIRE(r.what.find("unsupported") != std::string::npos);
+  REQUIRE(r.what.find("fp32 radii") != std::string::npos);
+  // automatic falls back to the CUDA-core kernel: the exact tolerance holds
+  r = gpu_check_decode(s, fp32r, lengths, bc::dtype::f32, 0, 971, 1e-4, 0, bc::decode_path::automatic);
+  INFO(r.what);
+  REQUIRE(r.ok);
+  // head_dim 256: value groups of 256 coordinates are past the path's 128
+  const shape s256 = decode_shape(256, 1, 4, 0, 0, lengths);
+  r = gpu_check_decode(s256, tq_method(2), lengths, bc::dtype::f32, 0, 972, 1e-4, 0, bc::decode_path::tensor_cores);
+  INFO(r.what);
+  REQUIRE(r.what.find("value group of 256") != std::string::npos);
+  r = gpu_check_decode(s256, tq_method(2), lengths, bc::dtype::f32, 0, 973, 1e-4, 0, bc::decode_path::automatic);
+  INFO(r.what);
+  REQUIRE(r.ok);
+  // and where it can serve the layer, automatic takes it
+  const auto c = make_cache(s, tq_method(3), 2);
+  bc::device_cache dev;
+  REQUIRE(bc::device_cache::create(bc::describe(c), dev) == bgtq::errc::ok);
+  REQUIRE(dev.tensor_core_decode(0));
 }

@@ -82,6 +82,20 @@ struct encode_args {
   unsigned long long* nonfinite = nullptr;   //!< optional device counter of non-finite rows (stored as zero)
 };
 
+//! Which split kernel decode_attention runs (docs/gpu.md). Both write the same partials
+//! and share the query rotation and the merge.
+enum class decode_path : int {
+  //! fp32 FMAs on CUDA cores: matches CPU decode_attention within 1e-4 of max |out|.
+  cuda_cores = 0,
+  //! mma.sync m16n8k16 (sm_80+): fp16 centroids, fp16 scaled queries and fp16 weights x
+  //! radii, fp32 accumulation; within 2e-3 of max |out| of the CPU (the 2-4-bit codes
+  //! themselves are ~100x less accurate). errc::unsupported where the layer or device
+  //! cannot use it (mma_layer_support names why).
+  tensor_cores = 1,
+  //! tensor_cores where the layer and the device support it, else cuda_cores.
+  automatic = 2,
+};
+
 //! Arguments of decode_attention: one query token per sequence, all heads of a layer.
 //!
 //! Window buffers (the fp16 sink + recent tokens, which are not in pages):
@@ -109,6 +123,8 @@ struct decode_args {
   //! has a NaN or Inf element; such a query head gets NaN outputs (the launch is
   //! asynchronous, so it cannot be an error code as on the CPU).
   unsigned long long* nonfinite = nullptr;
+  //! The split kernel (cuda_cores: the exact path; see decode_path).
+  decode_path path = decode_path::cuda_cores;
 };
 
 //! A device mirror of a host gtq/bit-plane cache: the page pool and the per-head
@@ -144,6 +160,9 @@ class device_cache {
   std::size_t value_offset(int layer, int h) const noexcept;
   //! Number of SMs of the device the cache lives on.
   int sm_count() const noexcept;
+  //! True when decode_attention of `layer` can take decode_path::tensor_cores on this
+  //! device; otherwise false, with the reason in *why (if given).
+  bool tensor_core_decode(int layer, const char** why = nullptr) const noexcept;
 
   //! Copies `pages` host page parts of (layer, h), starting at page `first`, into the pool
   //! (host: pages * page_part_bytes bytes). Synchronous.

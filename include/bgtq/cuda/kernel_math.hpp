@@ -324,4 +324,103 @@ BGTQ_HOST_DEVICE constexpr split_smem split_smem_layout(int gm, int key_coords, 
   return s;
 }
 
+// ------------------------------------------------------------------ tensor-core decode
+
+//! 2^k as a float for k in [-126, 127] (exact; built from the exponent bits).
+BGTQ_HOST_DEVICE float pow2i(int k) {
+  k = k < -126 ? -126 : (k > 127 ? 127 : k);
+  return ::bgtq::detail::bits_as_float(static_cast<std::uint32_t>(k + 127) << 23);
+}
+
+//! The smallest k with 2^k > |x| for a finite non-zero normal x (its binary exponent
+//! plus one); -126 for zero and subnormals, 0 for NaN and Inf.
+BGTQ_HOST_DEVICE int exponent_above(float x) {
+  const std::uint32_t e = (::bgtq::detail::float_as_bits(x) >> 23) & 0xFFu;
+  if (e == 0xFFu) return 0;
+  if (e == 0u) return -126;
+  return static_cast<int>(e) - 126;
+}
+
+//! Byte offset, in a unit's stage image (a P = 64 page part), of a byte that sits at
+//! `part_offset` in a page part of P tokens: code regions and radii scale with P.
+BGTQ_HOST_DEVICE constexpr int mma_stage_offset(std::uint32_t part_offset, int P) {
+  return static_cast<int>(static_cast<std::uint64_t>(part_offset) * 64u / static_cast<std::uint64_t>(P));
+}
+
+//! The stage image of one 64-token unit of a (layer, head): the tokens' codes and radii
+//! of both parts, laid out as a P = 64 page part (P = 64: the page part itself).
+//! `// [key part: code rows of 8 bytes][key radii [group][64]] | value part at value_base`
+struct mma_stage {
+  int value_base = 0;  //!< byte offset of the value part image
+  int bytes = 0;       //!< image bytes (16-byte multiple)
+};
+
+//! The stage image of head hm (groups: the layer's group table).
+BGTQ_HOST_DEVICE mma_stage mma_stage_of(const head_meta& hm, const group_meta* groups, int P) {
+  mma_stage s;
+  if (P == 64) {
+    s.value_base = static_cast<int>(hm.value_offset);
+    s.bytes = static_cast<int>(hm.page_bytes);
+    return s;
+  }
+  // the first group's radii start where the part's code rows end
+  const int kb = hm.key_count > 0 ? mma_stage_offset(groups[hm.key_first].radii, P) + hm.key_count * 128 : 0;
+  const int vb = hm.value_count > 0 ? mma_stage_offset(groups[hm.value_first].radii, P) + hm.value_count * 128 : 0;
+  s.value_base = (kb + 15) & ~15;
+  s.bytes = s.value_base + ((vb + 15) & ~15);
+  return s;
+}
+
+//! One group as the tensor-core kernel keeps it in shared memory (64 bytes):
+//! stage offsets of its codes and radii, its q offset (keys) and its centroids as
+//! byte tables (widths <= 4) or the offset of its fp16 table (wider).
+struct mma_group {
+  int n = 0, bits = 0;
+  int code = 0;   //!< stage offset of the code rows (row j*bits + k: 8 bytes, tokens 0..63)
+  int radii = 0;  //!< stage offset of the 64 fp16 radii
+  int qoff = 0;   //!< keys: offset of the group in the fp16 query rows (16-aligned)
+  int half = 0;   //!< widths > 4: offset of the fp16 centroids in the shared half table
+  int coord_off = 0, pad = 0;
+  std::uint32_t lo[4] = {0u, 0u, 0u, 0u}, hi[4] = {0u, 0u, 0u, 0u};  //!< lut16 of the fp16 centroids
+};
+
+//! x rounded up to a multiple of 16.
+BGTQ_HOST_DEVICE constexpr int align16(int x) { return (x + 15) & ~15; }
+
+//! Shared-memory layout of the tensor-core split kernel, in bytes (16-byte aligned):
+//! `// qh [8 heads][qstride] fp16   scaled rotated queries, each key group 16-aligned, zero padded
+//! // qf [8] float                 per-head score factor 2^e (the queries are scaled by 2^-e)
+//! // kg [key groups + 1] mma_group   key groups, then the value group
+//! // ht [half_table] fp16         centroids of groups wider than 4 bits
+//! // warp w at warp0 + w * warp_bytes: [wbuf: 8 x 36 words][stage buffers: stages x stage_bytes]
+//! //   (after the scan the same bytes hold the warp's partial: m[8], l[8], acc[128][8] floats)`
+struct mma_smem {
+  int qstride = 0;  //!< halves per query row: padded key coordinates + 8 (conflict-free B loads)
+  int qh = 0, qf = 0, kg = 0, ht = 0, warp0 = 0, warp_bytes = 0, stage0 = 0, bytes = 0;
+};
+
+//! The layout for a layer whose heads need at most key_padded padded key coordinates,
+//! key_groups key groups, half_table wide-centroid halves and stage_bytes per stage.
+BGTQ_HOST_DEVICE constexpr mma_smem mma_smem_layout(int key_padded, int key_groups, int half_table, int stage_bytes,
+                                                    int stages) {
+  mma_smem s;
+  s.qstride = key_padded + 8;
+  int o = 0;
+  s.qh = o;
+  o = align16(o + 8 * s.qstride * 2);
+  s.qf = o;
+  o = align16(o + 8 * 4);
+  s.kg = o;
+  o = align16(o + (key_groups + 1) * static_cast<int>(sizeof(mma_group)));
+  s.ht = o;
+  o = align16(o + half_table * 2);
+  s.warp0 = o;
+  s.stage0 = 8 * 36 * 4;  // after the weight buffer
+  const int scan = s.stage0 + stages * stage_bytes;
+  const int partial = (16 + 128 * 8) * 4;
+  s.warp_bytes = align16(scan > partial ? scan : partial);
+  s.bytes = o + 4 * s.warp_bytes;
+  return s;
+}
+
 }  // namespace bgtq::cuda

@@ -14,6 +14,7 @@
 #include "../core/error.hpp"
 #include "device_cache.hpp"
 #include "kernel_math.hpp"
+#include "mma_fragments.hpp"
 
 namespace bgtq::cuda {
 
@@ -176,6 +177,77 @@ inline device_tables build_tables(const cache_desc& d) {
   }
   t.pool_bytes = static_cast<std::size_t>(off);
   return t;
+}
+
+//! What the tensor-core decode kernel needs to know about one layer (mma_layer_support).
+struct mma_layer_info {
+  bool ok = false;      //!< the layer can use the tensor-core path
+  int key_padded = 0;   //!< largest sum over a head's key groups of n rounded up to 16
+  int key_groups = 0;   //!< largest key group count of a head
+  int half_table = 0;   //!< largest sum over a head's groups wider than 4 bits of 2^bits
+  int stage_bytes = 0;  //!< largest stage image of a 64-token unit (mma_stage_of)
+  int stages = 2;       //!< stage buffers per warp: 2 (double buffering) or 1 when 2 do not fit
+  mma_smem smem;        //!< the kernel's shared-memory layout
+};
+
+//! Largest dynamic shared memory the tensor-core kernel asks for (sm_80: 163 KB, sm_90: 227 KB).
+inline constexpr int mma_max_smem = 160 * 1024;
+
+//! Whether layer `layer` of a cache with tables t can use the tensor-core decode path,
+//! and its sizes. Conditions (otherwise *why names the first one that fails): every
+//! head has at least one key group and exactly one value group of at most 128
+//! coordinates (head_dim <= 128 for TQ-MSE values), fp16 radii everywhere (the value
+//! weights w * r are fp16 operands), code regions on P/8-byte rows, and a shared-memory
+//! layout within mma_max_smem.
+inline mma_layer_info mma_layer_support(const device_tables& t, const cache_desc& d, int layer, std::string* why = nullptr) {
+  mma_layer_info info;
+  char buf[256];
+  auto fail = [&](const char* m) {
+    if (why) *why = m;
+    return info;
+  };
+  if (layer < 0 || layer >= d.layers) return fail("tensor-core decode: layer out of range");
+  const int P = d.page_tokens;
+  for (int h = 0; h < d.kv_heads; ++h) {
+    const head_meta& hm = t.heads[static_cast<std::size_t>(layer) * static_cast<std::size_t>(d.kv_heads) + static_cast<std::size_t>(h)];
+    if (hm.key_count < 1) return fail("tensor-core decode: a head has no key group");
+    if (hm.value_count != 1) {
+      std::snprintf(buf, sizeof buf, "tensor-core decode: head %d has %d value groups (the path needs exactly 1)", h, hm.value_count);
+      return fail(buf);
+    }
+    const group_meta& vg = t.groups[static_cast<std::size_t>(hm.value_first)];
+    if (vg.n > 16 * mma::max_value_mtiles) {
+      std::snprintf(buf, sizeof buf, "tensor-core decode: value group of %d coordinates (at most %d)", vg.n,
+                    16 * mma::max_value_mtiles);
+      return fail(buf);
+    }
+    int padded = 0, half = 0;
+    for (int i = 0; i < hm.key_count + 1; ++i) {
+      const group_meta& g = t.groups[static_cast<std::size_t>(i < hm.key_count ? hm.key_first + i : hm.value_first)];
+      if (g.fp32_radius) return fail("tensor-core decode: fp32 radii (the path multiplies fp16 weights x radii)");
+      if (g.region % static_cast<std::uint32_t>(P / 8) != 0 || (static_cast<std::uint64_t>(g.radii) * 64u) % static_cast<std::uint64_t>(P) != 0)
+        return fail("tensor-core decode: a code region is not on P/8-byte rows");
+      if (i < hm.key_count) padded += (g.n + 15) & ~15;
+      if (g.bits > mma::max_lut_bits) half += 1 << g.bits;
+    }
+    info.key_padded = std::max(info.key_padded, padded);
+    info.key_groups = std::max(info.key_groups, hm.key_count);
+    info.half_table = std::max(info.half_table, half);
+    info.stage_bytes = std::max(info.stage_bytes, mma_stage_of(hm, t.groups.data(), P).bytes);
+  }
+  info.stages = 2;
+  info.smem = mma_smem_layout(info.key_padded, info.key_groups, info.half_table, info.stage_bytes, 2);
+  if (info.smem.bytes > mma_max_smem) {
+    info.stages = 1;
+    info.smem = mma_smem_layout(info.key_padded, info.key_groups, info.half_table, info.stage_bytes, 1);
+  }
+  if (info.smem.bytes > mma_max_smem) {
+    std::snprintf(buf, sizeof buf, "tensor-core decode: %d bytes of shared memory needed (at most %d)", info.smem.bytes,
+                  mma_max_smem);
+    return fail(buf);
+  }
+  info.ok = true;
+  return info;
 }
 
 }  // namespace bgtq::cuda

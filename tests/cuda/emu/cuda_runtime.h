@@ -34,6 +34,7 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
+#define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
 #define __shared__ static
 #define __align__(n) alignas(n)
@@ -73,7 +74,7 @@ enum cudaMemcpyKind : int {
   cudaMemcpyDeviceToDevice = 3,
   cudaMemcpyDefault = 4
 };
-enum cudaDeviceAttr : int { cudaDevAttrMultiProcessorCount = 16 };
+enum cudaDeviceAttr : int { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrComputeCapabilityMajor = 75 };
 enum cudaFuncAttribute : int { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 struct cudaDeviceProp {
   char name[256];
@@ -95,6 +96,7 @@ struct launch_state {
   std::barrier<>* block = nullptr;
   std::vector<std::unique_ptr<std::barrier<>>> warps;
   std::vector<std::uint64_t> shfl;  // [warp][32] exchange slots
+  std::vector<std::uint32_t> mma;   // [warp][32][6] mma fragment slots (a[4], b[2])
 };
 inline launch_state& state() {
   static launch_state s;
@@ -116,6 +118,7 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, A&&..
   s.warps.clear();
   for (unsigned w = 0; w < nw; ++w) s.warps.push_back(std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(std::min(32u, nt - 32 * w))));
   s.shfl.assign(static_cast<std::size_t>(nw) * 32, 0);
+  s.mma.assign(static_cast<std::size_t>(nw) * 32 * 6, 0);
   blockDim = block;
   gridDim = grid;
   const std::tuple<std::decay_t<P>...> args(std::forward<A>(a)...);
@@ -160,6 +163,61 @@ T __shfl_xor_sync(unsigned, T v, int lane_mask, int = 32) {
   std::memcpy(&r, &got, sizeof(T));
   return r;
 }
+
+namespace bgtq_emu {
+
+//! fp16 bits -> float (exact), for the emulated tensor-core product.
+inline double half_to_double(std::uint32_t h) {
+  const std::uint32_t s = (h >> 15) & 1u, e = (h >> 10) & 31u, m = h & 1023u;
+  double v = 0.0;
+  if (e == 0) {
+    v = std::ldexp(static_cast<double>(m), -24);
+  } else if (e == 31) {
+    v = m ? NAN : INFINITY;
+  } else {
+    v = std::ldexp(static_cast<double>(m | 1024u), static_cast<int>(e) - 25);
+  }
+  return s ? -v : v;
+}
+
+//! One warp's `mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 d, a, b, d`, written
+//! from the PTX ISA's fragment tables (independently of the kernels): lane = 4 gid + tq;
+//! A[r][k] is in lane 4 (r % 8) + (k % 8) / 2, register (r / 8) + 2 (k / 8), half k % 2;
+//! B[k][n] in lane 4 n + (k % 8) / 2, register k / 8, half k % 2; d[e] is
+//! D[gid + 8 (e / 2)][2 tq + e % 2]. Products are exact; the 16-term sum is formed in
+//! double and rounded once (the hardware's internal order and rounding are not
+//! specified, so the tests compare with a tolerance). All 32 lanes must call it.
+inline void mma_m16n8k16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+  auto& s = state();
+  const unsigned tid = flat_tid();
+  const unsigned w = tid / 32, lane = tid % 32;
+  std::uint32_t* slot = &s.mma[(static_cast<std::size_t>(w) * 32 + lane) * 6];
+  for (int i = 0; i < 4; ++i) slot[i] = a[i];
+  slot[4] = b0;
+  slot[5] = b1;
+  s.warps[w]->arrive_and_wait();
+  const std::uint32_t* wslots = &s.mma[static_cast<std::size_t>(w) * 32 * 6];
+  auto A = [&](int r, int k) {
+    const std::uint32_t reg = wslots[(4 * (r % 8) + (k % 8) / 2) * 6 + (r / 8) + 2 * (k / 8)];
+    return half_to_double(k % 2 ? reg >> 16 : reg & 0xFFFFu);
+  };
+  auto B = [&](int k, int n) {
+    const std::uint32_t reg = wslots[(4 * n + (k % 8) / 2) * 6 + 4 + k / 8];
+    return half_to_double(k % 2 ? reg >> 16 : reg & 0xFFFFu);
+  };
+  const int gid = static_cast<int>(lane / 4), tq = static_cast<int>(lane % 4);
+  float out[4];
+  for (int e = 0; e < 4; ++e) {
+    const int r = gid + 8 * (e / 2), n = 2 * tq + e % 2;
+    double sum = 0.0;
+    for (int k = 0; k < 16; ++k) sum += A(r, k) * B(k, n);
+    out[e] = static_cast<float>(static_cast<double>(d[e]) + sum);
+  }
+  s.warps[w]->arrive_and_wait();  // every lane has read the slots before they are reused
+  for (int e = 0; e < 4; ++e) d[e] = out[e];
+}
+
+}  // namespace bgtq_emu
 
 template <class T>
 inline T __ldg(const T* p) {
@@ -211,8 +269,13 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
   return cudaSuccess;
 }
 inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
-  if (a != cudaDevAttrMultiProcessorCount) return cudaErrorInvalidValue;
-  *v = bgtq_emu::emulated_sms;
+  if (a == cudaDevAttrMultiProcessorCount) {
+    *v = bgtq_emu::emulated_sms;
+  } else if (a == cudaDevAttrComputeCapabilityMajor) {
+    *v = 9;  // like an H100/H200: the tensor-core decode path is available
+  } else {
+    return cudaErrorInvalidValue;
+  }
   return cudaSuccess;
 }
 template <class F>

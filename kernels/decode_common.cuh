@@ -1,0 +1,47 @@
+#pragma once
+// Private to kernels/: what the decode-attention translation units share: the kernel
+// parameter struct (filled once by device_cache::decode_attention), warp reductions and
+// the launcher of the tensor-core split kernel (decode_mma.cu).
+#include "device_cache_impl.cuh"
+
+namespace bgtq::cuda {
+
+//! Parameters of the decode kernels (rotate, split scan, merge): one layer, one batch.
+struct decode_kparams : layer_params {
+  int Hq, G, hchunks, batch;
+  const void* q;
+  dtype q_type;
+  float* out;
+  const int* page_table;
+  int mpps;
+  const int* quantized;
+  const std::uint16_t* wk;
+  const std::uint16_t* wv;
+  const int* wlen;
+  int wcap;
+  float scale;
+  int splits, tiles_per_split;
+  float* qrot;  // [B][Hq][D]
+  float* ml;    // [B][Hq][S][2]
+  float* acc;   // [B][Hq][S][D]
+  int key_coords, key_cent, value_cent, value_groups;  // layer maxima (shared-memory sizing)
+  unsigned long long* nonfinite;  // optional: count of non-finite queries
+};
+
+__device__ __forceinline__ float warp_max(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+__device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+
+//! Launches the tensor-core split kernel (kernels/decode_mma.cu) for the plan `sp`;
+//! the caller has checked mma_layer_support for the layer. Writes the same per-split
+//! partials (m, l, acc) as the CUDA-core split kernel, so the merge kernel is shared.
+errc launch_split_mma(const decode_kparams& kp, const split_plan& sp, const mma_layer_info& info, cudaStream_t st);
+
+}  // namespace bgtq::cuda

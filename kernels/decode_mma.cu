@@ -1,0 +1,672 @@
+// Tensor-core split kernel of decode attention (decode_path::tensor_cores, sm_80+).
+// Same grid, plan and partials as decode_split_kernel (decode_attention.cu): one CTA per
+// (split, KV head, chunk of 8 query heads, sequence), writing (m, l, acc) of its token
+// range; the query rotation and the merge kernels are shared. docs/gpu.md has the design.
+//
+// A CTA is 4 independent warps. Each warp scans 64-token units (units w, w+4, ... of the
+// split) with its own online-softmax state in registers:
+//   stage   cp.async of the unit's codes and radii into a per-warp buffer (a P = 64 page
+//           image), double-buffered: the next unit loads while this one is computed;
+//   keys    per key group, scores += r * (codes x q): mma m16n8k16 with the tokens as M
+//           (4 m-tiles), the group's coordinates as K (16 per k-tile), the 8 heads as N;
+//           A fragments come straight from the bit planes (key_selector: rotates and
+//           masked merges put 4 tokens x 2 coordinates of codes into nibbles; byte
+//           permutes look the fp16 centroids up), B is the fp16 query in shared memory;
+//   softmax in log2 units, per head, exact running max (weights <= 1);
+//   values  acc += codes^T x (w * r): mma with the value coordinates as M (up to 8
+//           m-tiles), the unit's tokens as K (4 k-tiles), heads as N; A from the planes
+//           (value_selector, 8 tokens x 1 coordinate per selector), B = fp16 weights x
+//           radii written by the score lanes into a per-warp buffer (a transpose);
+// and at the end the 4 warps' partials are merged through shared memory.
+// Nothing decoded is written to global memory.
+#include "decode_common.cuh"
+
+#include <bgtq/cuda/mma_fragments.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace bgtq::cuda {
+namespace {
+
+using mma::lut16;
+
+// ---------------------------------------------------------------- device primitives
+
+//! d += A B on the tensor cores (fragments: mma_fragments.hpp).
+__device__ __forceinline__ void mma16816(float (&d)[4], const std::uint32_t (&a)[4], std::uint32_t b0, std::uint32_t b1) {
+#if defined(BGTQ_CUDA_EMULATION)
+  bgtq_emu::mma_m16n8k16(d, a, b0, b1);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+#else
+  __trap();  // the launcher never selects this path below sm_80
+#endif
+}
+
+//! 2^x (ex2.approx: relative error ~2^-22; 2^-inf = 0).
+__device__ __forceinline__ float fast_exp2(float x) {
+#if defined(BGTQ_CUDA_EMULATION)
+  return std::exp2(x);
+#else
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+#endif
+}
+
+//! Asynchronous global -> shared copies (cp.async, completed by cp_wait).
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
+#if defined(BGTQ_CUDA_EMULATION)
+  std::memcpy(smem, gmem, 16);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+#endif
+}
+__device__ __forceinline__ void cp_async8(void* smem, const void* gmem) {
+#if defined(BGTQ_CUDA_EMULATION)
+  std::memcpy(smem, gmem, 8);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(gmem));
+#endif
+}
+__device__ __forceinline__ void cp_commit() {
+#if !defined(BGTQ_CUDA_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::);
+#endif
+}
+//! Waits until at most N of this thread's committed copy groups are pending.
+template <int N>
+__device__ __forceinline__ void cp_wait() {
+#if !defined(BGTQ_CUDA_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#endif
+}
+
+__device__ __forceinline__ float warp_max_quad(float v) {  // over the 8 lanes of equal tq
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
+  v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 8));
+  return fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 16));
+}
+__device__ __forceinline__ float warp_sum_quad(float v) {
+  v += __shfl_xor_sync(0xffffffffu, v, 4);
+  v += __shfl_xor_sync(0xffffffffu, v, 8);
+  return v + __shfl_xor_sync(0xffffffffu, v, 16);
+}
+
+__device__ __forceinline__ lut16 load_lut(const mma_group& g) {
+  lut16 t;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    t.lo[i] = g.lo[i];
+    t.hi[i] = g.hi[i];
+  }
+  return t;
+}
+
+// ---------------------------------------------------------------- keys
+
+// acc[mt] += A(codes of m-tile mt) x B(q of the group) over the group's k-tiles. A
+// k-tile's A registers come in two halves p (k-columns 2tq, 2tq+1 and 2tq+8, 2tq+9):
+// build(ja, jb, p, a) fills a[mt][2p], a[mt][2p+1] with the codes of coordinates ja, jb.
+// Coordinates past n are clamped to n - 1 (a real row: finite centroids times the zero
+// query padding); a wholly padded upper half is skipped (warp-uniform).
+template <class Build>
+__device__ __forceinline__ void key_tiles(const mma_group& kg, const std::uint32_t* qrow, int tq, const Build& build,
+                                          float (&acc)[4][4]) {
+  const int n = kg.n;
+  for (int k0 = 0; k0 < n; k0 += 16) {
+    const std::uint32_t b0 = qrow[((kg.qoff + k0) >> 1) + tq];
+    const std::uint32_t b1 = qrow[((kg.qoff + k0) >> 1) + tq + 4];
+    std::uint32_t a[4][4];
+#pragma unroll
+    for (int p = 0; p < 2; ++p) {
+      if (p == 1 && k0 + 8 >= n) {
+#pragma unroll
+        for (int mt = 0; mt < 4; ++mt) a[mt][2] = a[mt][3] = 0u;
+        continue;
+      }
+      const int j = k0 + 8 * p + 2 * tq;
+      build(min(j, n - 1), min(j + 1, n - 1), p, a);
+    }
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt) mma16816(acc[mt], a[mt], b0, b1);
+  }
+}
+
+// A halves for codes of B <= 4 bits: the two coordinates' planes (rows j*B + k of the
+// stage: 8 bytes = plane k of coordinate j for the unit's 64 tokens, chunk 0 in the low
+// word) -> key_selector per chunk -> byte-permute lookups.
+template <int B>
+struct key_lut_build {
+  const unsigned long long* rows;
+  lut16 t;
+  int g;
+  __device__ __forceinline__ void operator()(int ja, int jb, int p, std::uint32_t (&a)[4][4]) const {
+    unsigned long long wa[B], wb[B];
+#pragma unroll
+    for (int k = 0; k < B; ++k) {
+      wa[k] = rows[ja * B + k];
+      wb[k] = rows[jb * B + k];
+    }
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      std::uint32_t xa[B], xb[B];
+#pragma unroll
+      for (int k = 0; k < B; ++k) {
+        xa[k] = static_cast<std::uint32_t>(wa[k] >> (32 * c));
+        xb[k] = static_cast<std::uint32_t>(wb[k] >> (32 * c));
+      }
+      const std::uint32_t sel = mma::key_selector<B>(xa, xb, g);
+      std::uint32_t lo, hi;
+      mma::lookup_bytes<B>(sel, t, lo, hi);
+      mma::key_pairs(lo, hi, a[2 * c][2 * p], a[2 * c][2 * p + 1]);
+      mma::lookup_bytes<B>(sel >> 16, t, lo, hi);
+      mma::key_pairs(lo, hi, a[2 * c + 1][2 * p], a[2 * c + 1][2 * p + 1]);
+    }
+  }
+};
+
+template <int B>
+__device__ __forceinline__ void key_group_lut(const unsigned long long* rows, const mma_group& kg, const std::uint32_t* qrow,
+                                              int g, int tq, float (&acc)[4][4]) {
+  key_tiles(kg, qrow, tq, key_lut_build<B>{rows, load_lut(kg), g}, acc);
+}
+
+// Codes wider than 4 bits (rare: at most a few blocks of a Block-GTQ plan): per element,
+// the code bit by bit from the shared planes and its fp16 centroid from the shared
+// table ht. Not unrolled over the width, and not inlined, to keep registers for the
+// common path.
+__device__ __forceinline__ unsigned stage_code(const unsigned long long* rows, int j, int bits, int tok) {
+  unsigned c = 0;
+  for (int k = 0; k < bits; ++k) c |= static_cast<unsigned>((rows[j * bits + k] >> tok) & 1u) << k;
+  return c;
+}
+
+struct key_wide_build {
+  const unsigned long long* rows;
+  const std::uint16_t* ht;  // the group's fp16 centroids
+  int bits, g;
+  __device__ __forceinline__ void operator()(int ja, int jb, int p, std::uint32_t (&a)[4][4]) const {
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const int tok = mma::key_token(mt, g + 8 * rr);
+        a[mt][2 * p + rr] = static_cast<std::uint32_t>(ht[stage_code(rows, ja, bits, tok)]) |
+                            (static_cast<std::uint32_t>(ht[stage_code(rows, jb, bits, tok)]) << 16);
+      }
+  }
+};
+
+//! Score accumulators of the 4 m-tiles (returned by value from the wide path, so that
+//! the caller's arrays stay in registers).
+struct frag16 {
+  float d[4][4];
+};
+
+__device__ __noinline__ frag16 key_group_wide(const unsigned long long* rows, const mma_group& kg, const std::uint32_t* qrow,
+                                             const std::uint16_t* ht, int g, int tq) {
+  frag16 acc{};
+  key_tiles(kg, qrow, tq, key_wide_build{rows, ht + kg.half, kg.bits, g}, acc.d);
+  return acc;
+}
+
+// ---------------------------------------------------------------- values
+
+// acc[mt] += A(codes of value coordinates 16mt + (0..15)) x B(weights x radii) for the
+// unit's 4 k-tiles; bw[c][kap][r]: the lane's B registers of chunk c, k-tile kap.
+template <int B>
+__device__ __forceinline__ void values_lut(const unsigned long long* rows, const mma_group& vg, int nmt,
+                                           const std::uint32_t (&bw)[2][2][2], int g, int tq,
+                                           float (&acc)[mma::max_value_mtiles][4]) {
+  const lut16 t = load_lut(vg);
+  const int n = vg.n;
+#pragma unroll
+  for (int mt = 0; mt < mma::max_value_mtiles; ++mt) {
+    if (mt >= nmt) break;
+    const int j0 = min(16 * mt + g, n - 1), j1 = min(16 * mt + g + 8, n - 1);  // rows past n are not written out
+    unsigned long long w0[B], w1[B];
+#pragma unroll
+    for (int k = 0; k < B; ++k) {
+      w0[k] = rows[j0 * B + k];
+      w1[k] = rows[j1 * B + k];
+    }
+#pragma unroll
+    for (int c = 0; c < 2; ++c) {
+      std::uint32_t x0[B], x1[B];
+#pragma unroll
+      for (int k = 0; k < B; ++k) {
+        x0[k] = static_cast<std::uint32_t>(w0[k] >> (32 * c));
+        x1[k] = static_cast<std::uint32_t>(w1[k] >> (32 * c));
+      }
+      const std::uint32_t s0 = mma::value_selector<B>(x0, tq);
+      const std::uint32_t s1 = mma::value_selector<B>(x1, tq);
+#pragma unroll
+      for (int kap = 0; kap < 2; ++kap) {
+        std::uint32_t lo, hi, a[4];
+        mma::lookup_bytes<B>(s0 >> (16 * kap), t, lo, hi);
+        mma::value_pairs(lo, hi, a[0], a[2]);
+        mma::lookup_bytes<B>(s1 >> (16 * kap), t, lo, hi);
+        mma::value_pairs(lo, hi, a[1], a[3]);
+        mma16816(acc[mt], a, bw[c][kap][0], bw[c][kap][1]);
+      }
+    }
+  }
+}
+
+//! One value m-tile's accumulators and the lane's B registers of a unit, by value.
+struct frag4 {
+  float d[4];
+};
+struct bfrag {
+  std::uint32_t r[2][2][2];  // [chunk][k-tile][register]
+};
+
+__device__ __noinline__ frag4 values_wide_mtile(const unsigned long long* rows, const mma_group& vg, int mt, const bfrag bw,
+                                               const std::uint16_t* ht, int g, int tq, frag4 acc) {
+  const int n = vg.n, B = vg.bits;
+  const int j0 = min(16 * mt + g, n - 1), j1 = min(16 * mt + g + 8, n - 1);
+#pragma unroll
+  for (int c = 0; c < 2; ++c)
+#pragma unroll
+    for (int kap = 0; kap < 2; ++kap) {
+      std::uint32_t a[4];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) {  // r: row (r & 1: coordinate +8), k-columns 2tq (+8 for r >= 2)
+        const int j = (r & 1) ? j1 : j0;
+        const int kc = 2 * tq + 8 * (r >> 1);
+        const int t0 = 32 * c + mma::value_token(kap, kc), t1 = 32 * c + mma::value_token(kap, kc + 1);
+        a[r] = static_cast<std::uint32_t>(ht[vg.half + stage_code(rows, j, B, t0)]) |
+               (static_cast<std::uint32_t>(ht[vg.half + stage_code(rows, j, B, t1)]) << 16);
+      }
+      mma16816(acc.d, a, bw.r[c][kap][0], bw.r[c][kap][1]);
+    }
+  return acc;
+}
+
+__device__ __forceinline__ void values_wide(const unsigned long long* rows, const mma_group& vg, int nmt,
+                                            const std::uint32_t (&bw)[2][2][2], const std::uint16_t* ht, int g, int tq,
+                                            float (&acc)[mma::max_value_mtiles][4]) {
+  bfrag b;
+#pragma unroll
+  for (int i = 0; i < 8; ++i) b.r[i >> 2][(i >> 1) & 1][i & 1] = bw[i >> 2][(i >> 1) & 1][i & 1];
+#pragma unroll
+  for (int mt = 0; mt < mma::max_value_mtiles; ++mt) {
+    if (mt >= nmt) break;
+    frag4 f{{acc[mt][0], acc[mt][1], acc[mt][2], acc[mt][3]}};
+    f = values_wide_mtile(rows, vg, mt, b, ht, g, tq, f);
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[mt][e] = f.d[e];
+  }
+}
+
+__device__ __forceinline__ void values_dispatch(const unsigned long long* rows, const mma_group& vg, int nmt,
+                                                const std::uint32_t (&bw)[2][2][2], const std::uint16_t* ht, int g, int tq,
+                                                float (&acc)[mma::max_value_mtiles][4]) {
+  switch (vg.bits) {
+    case 1: values_lut<1>(rows, vg, nmt, bw, g, tq, acc); break;
+    case 2: values_lut<2>(rows, vg, nmt, bw, g, tq, acc); break;
+    case 3: values_lut<3>(rows, vg, nmt, bw, g, tq, acc); break;
+    case 4: values_lut<4>(rows, vg, nmt, bw, g, tq, acc); break;
+    default: values_wide(rows, vg, nmt, bw, ht, g, tq, acc); break;
+  }
+}
+
+__device__ __forceinline__ void key_dispatch(const unsigned long long* rows, const mma_group& kg, const std::uint32_t* qrow,
+                                             const std::uint16_t* ht, int g, int tq, float (&acc)[4][4]) {
+  switch (kg.bits) {
+    case 1: key_group_lut<1>(rows, kg, qrow, g, tq, acc); break;
+    case 2: key_group_lut<2>(rows, kg, qrow, g, tq, acc); break;
+    case 3: key_group_lut<3>(rows, kg, qrow, g, tq, acc); break;
+    case 4: key_group_lut<4>(rows, kg, qrow, g, tq, acc); break;
+    default: {
+      const frag16 f = key_group_wide(rows, kg, qrow, ht, g, tq);
+#pragma unroll
+      for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[mt][e] += f.d[mt][e];
+      break;
+    }
+  }
+}
+
+// ---------------------------------------------------------------- the kernel
+
+struct mma_kparams {
+  mma_smem L;
+  int stage_bytes, stages;
+};
+
+//! Issues the copies of unit `u` (64 tokens from token tok0 of the sequence) into buf.
+__device__ __forceinline__ void stage_unit(const decode_kparams& p, const head_meta& hm, const int* ptab, int tok0,
+                                           unsigned char* buf, int lane, int krows, int vrows, int vbase) {
+  const int P = p.P;
+  const std::uint8_t* part = p.pool + hm.offset + static_cast<std::size_t>(ptab[tok0 / P]) * hm.page_bytes;
+  if (P == 64) {  // the page part is the image: 16-byte copies
+    const int n16 = static_cast<int>(hm.page_bytes) >> 4;
+    for (int i = lane; i < n16; i += 32) cp_async16(buf + 16 * i, part + 16 * i);
+    return;
+  }
+  const int row = P / 8;         // bytes of a code row in the page
+  const int off = (tok0 % P) / 8;  // this unit's 8 bytes in each row
+  for (int r = lane; r < krows; r += 32) cp_async8(buf + 8 * r, part + static_cast<std::size_t>(r) * row + off);
+  for (int i = lane; i < hm.key_count * 16; i += 32) {
+    const group_meta& g = p.groups[hm.key_first + i / 16];
+    cp_async8(buf + mma_stage_offset(g.radii, P) + 8 * (i % 16), part + g.radii + 2 * (tok0 % P) + 8 * (i % 16));
+  }
+  const std::uint8_t* vpart = part + hm.value_offset;
+  for (int r = lane; r < vrows; r += 32) cp_async8(buf + vbase + 8 * r, vpart + static_cast<std::size_t>(r) * row + off);
+  for (int i = lane; i < hm.value_count * 16; i += 32) {
+    const group_meta& g = p.groups[hm.value_first + i / 16];
+    cp_async8(buf + vbase + mma_stage_offset(g.radii, P) + 8 * (i % 16), vpart + g.radii + 2 * (tok0 % P) + 8 * (i % 16));
+  }
+}
+
+__global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_kparams p, const mma_kparams mp) {
+  unsigned char* smem = dynamic_smem<unsigned char>();
+  const mma_smem& L = mp.L;
+  std::uint16_t* s_qh = reinterpret_cast<std::uint16_t*>(smem + L.qh);  // [8][qstride]
+  float* s_qf = reinterpret_cast<float*>(smem + L.qf);                  // [8]
+  mma_group* s_g = reinterpret_cast<mma_group*>(smem + L.kg);           // key groups, then the value group
+  std::uint16_t* s_ht = reinterpret_cast<std::uint16_t*>(smem + L.ht);
+
+  const int split = blockIdx.x;
+  const int h = blockIdx.y / p.hchunks;
+  const int g0 = (blockIdx.y % p.hchunks) * mma::heads;
+  const int b = blockIdx.z;
+  const int tid = threadIdx.x;
+  const int lane = tid & 31;
+  const int warp = tid >> 5;
+  const int gid = lane >> 2, tq = lane & 3;
+  const head_meta hm = p.heads[p.layer * p.Hkv + h];
+  const int gcount = min(mma::heads, p.G - g0);
+  const int hq0 = h * p.G + g0;
+  const int kcount = hm.key_count;
+  const int P = p.P;
+
+  // ---- setup: group descriptors (thread i: group i), query scale per head (warp w: heads 2w, 2w+1)
+  if (tid <= kcount) {
+    const int gi = tid < kcount ? hm.key_first + tid : hm.value_first;
+    const group_meta gm = p.groups[gi];
+    mma_group d;
+    d.n = gm.n;
+    d.bits = gm.bits;
+    d.coord_off = gm.coord_off;
+    d.code = mma_stage_offset(gm.region, P);
+    d.radii = mma_stage_offset(gm.radii, P);
+    d.qoff = 0;
+    d.half = 0;
+    for (int i = 0; i < tid; ++i) {  // prefix over the earlier groups of the head
+      const group_meta e = p.groups[i < kcount ? hm.key_first + i : hm.value_first];
+      if (tid < kcount) d.qoff += (e.n + 15) & ~15;
+      if (e.bits > mma::max_lut_bits) d.half += 1 << e.bits;
+    }
+    if (gm.bits <= mma::max_lut_bits) {
+      std::uint16_t hc[16];
+      for (int v = 0; v < 16; ++v) hc[v] = v < (1 << gm.bits) ? float_to_half_bits(p.cent[gm.cent + v]) : std::uint16_t{0};
+      const lut16 t = mma::make_lut(hc, gm.bits);
+      for (int i = 0; i < 4; ++i) {
+        d.lo[i] = t.lo[i];
+        d.hi[i] = t.hi[i];
+      }
+    } else {
+      for (int v = 0; v < (1 << gm.bits); ++v) s_ht[d.half + v] = float_to_half_bits(p.cent[gm.cent + v]);
+    }
+    s_g[tid] = d;
+  }
+  // scores in log2 units: q * scale * log2(e), scaled per head by 2^-e so that max |q| < 1
+  const float qmul = p.scale * 1.4426950408889634f;
+#pragma unroll
+  for (int x2 = 0; x2 < 2; ++x2) {
+    const int x = 2 * warp + x2;
+    float amax = 0.0f;
+    if (x < gcount) {
+      const float* qr = p.qrot + (static_cast<std::size_t>(b) * p.Hq + hq0 + x) * p.D;
+      for (int c = lane; c < hm.key_coords; c += 32) amax = fmaxf(amax, fabsf(qr[c] * qmul));
+    }
+    amax = warp_max(amax);
+    if (lane == 0) s_qf[x] = amax > 0.0f ? pow2i(exponent_above(amax)) : 1.0f;  // NaN / Inf queries: 1 (their heads give NaN)
+  }
+  for (int i = tid; i < 8 * L.qstride; i += 128) s_qh[i] = 0;
+  __syncthreads();
+  for (int gi = 0; gi < kcount; ++gi) {
+    const mma_group d = s_g[gi];
+    for (int i = tid; i < gcount * d.n; i += 128) {
+      const int x = i / d.n, j = i - x * d.n;
+      const float v = p.qrot[(static_cast<std::size_t>(b) * p.Hq + hq0 + x) * p.D + d.coord_off + j] * qmul / s_qf[x];
+      s_qh[x * L.qstride + d.qoff + j] = float_to_half_bits(v);
+    }
+  }
+  __syncthreads();
+
+  // ---- the warp's units
+  const int nq = p.quantized[b];
+  const int tok_begin = split * p.tiles_per_split * decode_tile;
+  const int tok_end = min(nq, (split + 1) * p.tiles_per_split * decode_tile);
+  const int units = tok_end > tok_begin ? (tok_end - tok_begin + mma::unit_tokens - 1) / mma::unit_tokens : 0;
+  const int* ptab = p.page_table + static_cast<std::size_t>(b) * p.mpps;
+  unsigned char* wregion = smem + L.warp0 + warp * L.warp_bytes;
+  std::uint32_t* wbuf = reinterpret_cast<std::uint32_t*>(wregion);
+  unsigned char* stage0 = wregion + L.stage0;
+  const int krows = hm.key_count > 0 ? mma_stage_offset(p.groups[hm.key_first].radii, P) / 8 : 0;
+  const int vrows = hm.value_count > 0 ? mma_stage_offset(p.groups[hm.value_first].radii, P) / 8 : 0;
+  const int vbase = mma_stage_of(hm, p.groups, P).value_base;
+  const mma_group vg = s_g[kcount];
+  const int nmt = (vg.n + 15) >> 4;
+  const std::uint32_t* qrow = reinterpret_cast<const std::uint32_t*>(s_qh + gid * L.qstride);  // head gid: the B column
+  const float f0 = s_qf[2 * tq], f1 = s_qf[2 * tq + 1];  // score factors of the lane's two heads
+
+  float m2[2] = {-INFINITY, -INFINITY};  // running max (log2 units) of heads 2tq, 2tq+1
+  float l[2] = {0.0f, 0.0f};             // this lane's part of the softmax sums
+  int E = -126;                          // acc is in units of 2^E (largest value radius seen)
+  float acc_v[mma::max_value_mtiles][4];
+#pragma unroll
+  for (int mt = 0; mt < mma::max_value_mtiles; ++mt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc_v[mt][e] = 0.0f;
+
+  if (warp < units) stage_unit(p, hm, ptab, tok_begin + warp * mma::unit_tokens, stage0, lane, krows, vrows, vbase);
+  cp_commit();
+  int it = 0;
+  for (int u = warp; u < units; u += mma::warps, ++it) {
+    unsigned char* buf = stage0 + (mp.stages == 2 ? (it & 1) : 0) * mp.stage_bytes;
+    if (mp.stages == 2) {
+      if (u + mma::warps < units)
+        stage_unit(p, hm, ptab, tok_begin + (u + mma::warps) * mma::unit_tokens, stage0 + ((it + 1) & 1) * mp.stage_bytes, lane,
+                   krows, vrows, vbase);
+      cp_commit();
+      cp_wait<1>();
+    } else {
+      cp_wait<0>();
+    }
+    __syncwarp();
+    const int tok0 = tok_begin + u * mma::unit_tokens;
+    const int nvalid = tok_end - tok0;  // tokens of the unit inside the split (>= 1)
+
+    // ---- scores
+    float sc[4][4];
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) sc[mt][e] = 0.0f;
+    for (int gi = 0; gi < kcount; ++gi) {
+      const mma_group& kg = s_g[gi];
+      float acc[4][4];
+#pragma unroll
+      for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) acc[mt][e] = 0.0f;
+      key_dispatch(reinterpret_cast<const unsigned long long*>(buf + kg.code), kg, qrow, s_ht, gid, tq, acc);
+      const std::uint16_t* rad = reinterpret_cast<const std::uint16_t*>(buf + kg.radii);
+#pragma unroll
+      for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+        for (int rr = 0; rr < 2; ++rr) {
+          const float r = half_bits_to_float(rad[mma::key_token(mt, gid + 8 * rr)]);
+          sc[mt][2 * rr] = fmaf(acc[mt][2 * rr], r, sc[mt][2 * rr]);
+          sc[mt][2 * rr + 1] = fmaf(acc[mt][2 * rr + 1], r, sc[mt][2 * rr + 1]);
+        }
+    }
+    // ---- online softmax (log2 units, exact running max: every weight <= 1)
+    float umax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const bool valid = mma::key_token(mt, gid + 8 * (e >> 1)) < nvalid;
+        sc[mt][e] = valid ? sc[mt][e] * ((e & 1) ? f1 : f0) : -INFINITY;
+        umax[e & 1] = fmaxf(umax[e & 1], sc[mt][e]);
+      }
+    float fac[2];
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      const float mx = warp_max_quad(umax[x]);
+      const float mn = fmaxf(m2[x], mx);
+      fac[x] = mn == -INFINITY ? 1.0f : fast_exp2(m2[x] - mn);  // m2 = -inf: 0 (nothing accumulated yet)
+      m2[x] = mn;
+    }
+    float w[4][4];
+    float lsum[2] = {0.0f, 0.0f};
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const float mref = m2[e & 1];
+        w[mt][e] = mref == -INFINITY ? 0.0f : fast_exp2(sc[mt][e] - mref);
+        lsum[e & 1] += w[mt][e];
+      }
+#pragma unroll
+    for (int x = 0; x < 2; ++x) l[x] = fmaf(l[x], fac[x], lsum[x]);
+    // ---- value radii: range of the accumulator (2^E), weights x radii -> the B buffer
+    const std::uint16_t* vrad = reinterpret_cast<const std::uint16_t*>(buf + vbase + vg.radii);
+    float rv[4][2];
+    float rmax = 0.0f;
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr) {
+        const int t = mma::key_token(mt, gid + 8 * rr);
+        rv[mt][rr] = t < nvalid ? half_bits_to_float(vrad[t]) : 0.0f;
+        rmax = fmaxf(rmax, rv[mt][rr]);
+      }
+    const int Eu = exponent_above(warp_max_quad(rmax));
+    float rescale[2] = {fac[0], fac[1]};
+    if (Eu > E) {  // warp-uniform
+      const float f = pow2i(E - Eu);
+      rescale[0] *= f;
+      rescale[1] *= f;
+      E = Eu;
+    }
+    if (rescale[0] != 1.0f || rescale[1] != 1.0f) {
+#pragma unroll
+      for (int mt = 0; mt < mma::max_value_mtiles; ++mt) {
+        acc_v[mt][0] *= rescale[0];
+        acc_v[mt][2] *= rescale[0];
+        acc_v[mt][1] *= rescale[1];
+        acc_v[mt][3] *= rescale[1];
+      }
+    }
+    const float rs = pow2i(-E);
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+      for (int x = 0; x < 2; ++x) {
+        const float wr0 = w[mt][x] * (rv[mt][0] * rs), wr1 = w[mt][2 + x] * (rv[mt][1] * rs);
+        wbuf[mma::wbuf_word(2 * tq + x, mt >> 1, mt & 1, gid >> 2, gid & 3)] = mma::half2_bits(wr0, wr1);
+      }
+    __syncwarp();
+    std::uint32_t bw[2][2][2];
+#pragma unroll
+    for (int c = 0; c < 2; ++c)
+#pragma unroll
+      for (int kap = 0; kap < 2; ++kap) {
+        bw[c][kap][0] = wbuf[mma::wbuf_word(gid, c, kap, 0, tq)];
+        bw[c][kap][1] = wbuf[mma::wbuf_word(gid, c, kap, 1, tq)];
+      }
+    // ---- values
+    values_dispatch(reinterpret_cast<const unsigned long long*>(buf + vbase + vg.code), vg, nmt, bw, s_ht, gid, tq, acc_v);
+    __syncwarp();  // the stage buffer and wbuf are rewritten next
+    if (mp.stages == 1 && u + mma::warps < units) {
+      stage_unit(p, hm, ptab, tok_begin + (u + mma::warps) * mma::unit_tokens, stage0, lane, krows, vrows, vbase);
+      cp_commit();
+    }
+  }
+  cp_wait<0>();
+  __syncwarp();
+
+  // ---- merge the four warps' partials
+#pragma unroll
+  for (int x = 0; x < 2; ++x) l[x] = warp_sum_quad(l[x]);
+  float* part = reinterpret_cast<float*>(wregion);  // [m: 8][l: 8][acc: 128 coords][8 heads]
+  if (gid == 0) {
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      part[2 * tq + x] = m2[x];
+      part[8 + 2 * tq + x] = l[x];
+    }
+  }
+  const float up = pow2i(E);
+#pragma unroll
+  for (int mt = 0; mt < mma::max_value_mtiles; ++mt) {
+    if (mt >= nmt) break;
+#pragma unroll
+    for (int e = 0; e < 4; ++e) part[16 + (16 * mt + gid + 8 * (e >> 1)) * 8 + 2 * tq + (e & 1)] = acc_v[mt][e] * up;
+  }
+  __syncthreads();
+  const float* parts[mma::warps];
+#pragma unroll
+  for (int w2 = 0; w2 < mma::warps; ++w2) parts[w2] = reinterpret_cast<const float*>(smem + L.warp0 + w2 * L.warp_bytes);
+  const std::size_t row0 = (static_cast<std::size_t>(b) * p.Hq + hq0) * p.splits + split;  // (b, hq0, split)
+  for (int i = tid; i < gcount * vg.n; i += 128) {
+    const int x = i / vg.n, j = i - x * vg.n;
+    float M = -INFINITY;
+#pragma unroll
+    for (int w2 = 0; w2 < mma::warps; ++w2) M = fmaxf(M, parts[w2][x]);
+    float a = 0.0f;
+    if (M != -INFINITY)
+#pragma unroll
+      for (int w2 = 0; w2 < mma::warps; ++w2)
+        if (parts[w2][x] != -INFINITY) a = fmaf(parts[w2][16 + j * 8 + x], fast_exp2(parts[w2][x] - M), a);
+    p.acc[(row0 + static_cast<std::size_t>(x) * p.splits) * p.D + vg.coord_off + j] = a;
+  }
+  if (tid < gcount) {
+    float M = -INFINITY;
+#pragma unroll
+    for (int w2 = 0; w2 < mma::warps; ++w2) M = fmaxf(M, parts[w2][tid]);
+    float ls = 0.0f;
+    if (M != -INFINITY)
+#pragma unroll
+      for (int w2 = 0; w2 < mma::warps; ++w2)
+        if (parts[w2][tid] != -INFINITY) ls = fmaf(parts[w2][8 + tid], fast_exp2(parts[w2][tid] - M), ls);
+    const std::size_t r = row0 + static_cast<std::size_t>(tid) * p.splits;
+    p.ml[2 * r] = M == -INFINITY ? -INFINITY : M * 0.69314718055994531f;  // natural-log units for the merge kernel
+    p.ml[2 * r + 1] = ls;
+  }
+}
+
+}  // namespace
+
+errc launch_split_mma(const decode_kparams& kp, const split_plan& sp, const mma_layer_info& info, cudaStream_t st) {
+  mma_kparams mp;
+  mp.L = info.smem;
+  mp.stage_bytes = info.stage_bytes;
+  mp.stages = info.stages;
+  const std::size_t smem = static_cast<std::size_t>(info.smem.bytes);
+  if (smem > 48u * 1024u)
+    BGTQ_CUDA_TRY(cudaFuncSetAttribute(decode_split_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  const dim3 grid(static_cast<unsigned>(sp.splits), static_cast<unsigned>(kp.Hkv * kp.hchunks), static_cast<unsigned>(kp.batch));
+  const dim3 block(mma::warps * 32);
+  BGTQ_LAUNCH(decode_split_mma_kernel, grid, block, smem, st, kp, mp);
+  BGTQ_CUDA_LAUNCHED("decode_split_mma_kernel");
+  return errc::ok;
+}
+
+}  // namespace bgtq::cuda

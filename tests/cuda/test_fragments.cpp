@@ -1,0 +1,267 @@
+// The tensor-core decode path's fragment helpers (include/bgtq/cuda/mma_fragments.hpp)
+// against direct bit extraction, and the emulated mma.sync against a plain matrix
+// product. CPU only: part of test_cuda (with nvcc) and of test_cuda_emu (always).
+#include <catch2/catch.hpp>
+
+#include <cstdint>
+#include <set>
+#include <tuple>
+#include <vector>
+
+#include <bgtq/core/half.hpp>
+#include <bgtq/core/rng.hpp>
+#include <bgtq/cuda/kernel_math.hpp>
+#include <bgtq/cuda/mma_fragments.hpp>
+#include <bgtq/cuda/tables.hpp>
+
+#if defined(BGTQ_CUDA_EMULATION)
+#include <cuda_runtime.h>
+#endif
+
+#include "gpu_checks.hpp"
+
+namespace mma = bgtq::cuda::mma;
+
+namespace {
+
+// code of token t (0..31) from plane words w[0..bits)
+unsigned code_of(const std::vector<std::uint32_t>& w, int t) {
+  unsigned c = 0;
+  for (std::size_t k = 0; k < w.size(); ++k) c |= ((w[k] >> t) & 1u) << k;
+  return c;
+}
+
+std::vector<std::uint32_t> random_words(bgtq::counter_rng& r, int bits) {
+  std::vector<std::uint32_t> w(static_cast<std::size_t>(bits));
+  for (auto& x : w) x = static_cast<std::uint32_t>(r.next_u64());
+  return w;
+}
+
+template <int B>
+void check_selectors(bgtq::counter_rng& r) {
+  for (int trial = 0; trial < 200; ++trial) {
+    const auto wj = random_words(r, B), wj2 = random_words(r, B);
+    for (int g = 0; g < 8; ++g) {
+      const std::uint32_t sel = mma::key_selector<B>(wj.data(), wj2.data(), g);
+      for (int i = 0; i < 4; ++i) {
+        REQUIRE(((sel >> (8 * i)) & 15u) == code_of(wj, g + 8 * i));
+        REQUIRE(((sel >> (8 * i + 4)) & 15u) == code_of(wj2, g + 8 * i));
+      }
+    }
+    for (int tq = 0; tq < 4; ++tq) {
+      const std::uint32_t sel = mma::value_selector<B>(wj.data(), tq);
+      for (int i = 0; i < 8; ++i) REQUIRE(((sel >> (4 * i)) & 15u) == code_of(wj, tq + 4 * i));
+    }
+  }
+}
+
+template <int B>
+void check_lookups(bgtq::counter_rng& r) {
+  for (int trial = 0; trial < 100; ++trial) {
+    std::uint16_t h[16];
+    for (int v = 0; v < (1 << B); ++v) h[v] = bgtq::float_to_half_bits(static_cast<float>(r.normal()));
+    const mma::lut16 t = mma::make_lut(h, B);
+    for (int s = 0; s < 50; ++s) {
+      unsigned n[8];
+      std::uint32_t sel = 0;
+      for (int i = 0; i < 8; ++i) {
+        n[i] = r.below(1u << B);
+        sel |= n[i] << (4 * i);
+      }
+      for (int half = 0; half < 2; ++half) {
+        std::uint32_t lo, hi, k0, k1, v0, v1;
+        mma::lookup_bytes<B>(sel >> (16 * half), t, lo, hi);
+        const unsigned* c = n + 4 * half;
+        for (int i = 0; i < 4; ++i) {
+          REQUIRE(((lo >> (8 * i)) & 0xFFu) == (h[c[i]] & 0xFFu));
+          REQUIRE(((hi >> (8 * i)) & 0xFFu) == static_cast<unsigned>(h[c[i]] >> 8));
+        }
+        mma::key_pairs(lo, hi, k0, k1);
+        REQUIRE(k0 == (h[c[0]] | (static_cast<std::uint32_t>(h[c[1]]) << 16)));
+        REQUIRE(k1 == (h[c[2]] | (static_cast<std::uint32_t>(h[c[3]]) << 16)));
+        mma::value_pairs(lo, hi, v0, v1);
+        REQUIRE(v0 == (h[c[0]] | (static_cast<std::uint32_t>(h[c[2]]) << 16)));
+        REQUIRE(v1 == (h[c[1]] | (static_cast<std::uint32_t>(h[c[3]]) << 16)));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("prmt follows PTX prmt.b32 (byte select and sign replication)", "[gpu][mma]") {
+  bgtq::counter_rng r(11);
+  for (int trial = 0; trial < 2000; ++trial) {
+    const std::uint32_t a = static_cast<std::uint32_t>(r.next_u64()), b = static_cast<std::uint32_t>(r.next_u64());
+    const std::uint32_t c = static_cast<std::uint32_t>(r.next_u64());
+    const std::uint8_t bytes[8] = {static_cast<std::uint8_t>(a), static_cast<std::uint8_t>(a >> 8), static_cast<std::uint8_t>(a >> 16),
+                                   static_cast<std::uint8_t>(a >> 24), static_cast<std::uint8_t>(b), static_cast<std::uint8_t>(b >> 8),
+                                   static_cast<std::uint8_t>(b >> 16), static_cast<std::uint8_t>(b >> 24)};
+    const std::uint32_t d = mma::prmt(a, b, c);
+    for (int n = 0; n < 4; ++n) {
+      const unsigned s = (c >> (4 * n)) & 15u;
+      const std::uint8_t want = (s & 8u) ? static_cast<std::uint8_t>((bytes[s & 7u] & 0x80u) ? 0xFF : 0x00) : bytes[s & 7u];
+      REQUIRE(((d >> (8 * n)) & 0xFFu) == want);
+    }
+  }
+  REQUIRE(mma::rotr(0x80000001u, 1) == 0xC0000000u);
+  REQUIRE(mma::rotr(0x80000001u, -1) == 0x00000003u);
+  REQUIRE(mma::rotr(0x12345678u, 32) == 0x12345678u);
+  REQUIRE(mma::half2_bits(1.0f, -2.0f) == 0xC0003C00u);
+}
+
+TEST_CASE("key and value selectors put every token's code in its nibble (widths 1..4)", "[gpu][mma]") {
+  bgtq::counter_rng r(12);
+  check_selectors<1>(r);
+  check_selectors<2>(r);
+  check_selectors<3>(r);
+  check_selectors<4>(r);
+}
+
+TEST_CASE("byte-permute lookups give the fp16 centroid of every code (widths 1..4)", "[gpu][mma]") {
+  bgtq::counter_rng r(13);
+  check_lookups<1>(r);
+  check_lookups<2>(r);
+  check_lookups<3>(r);
+  check_lookups<4>(r);
+}
+
+TEST_CASE("value B operand: every weight slot is written by the score lane that holds it and read by the lane that needs it",
+          "[gpu][mma]") {
+  // score lanes (gid', tq') hold unit tokens 16 mt + gid' + 8 rr of heads 2 tq' + x and
+  // write the pair (rr = 0, rr = 1) of m-tile mt to wbuf_word(head, mt / 2, mt % 2, gid' / 4, gid' % 4)
+  std::vector<int> writer_token(mma::wbuf_words * 2, -1), writer_head(mma::wbuf_words, -1);
+  for (int lane = 0; lane < 32; ++lane) {
+    const int gid = lane / 4, tq = lane % 4;
+    for (int mt = 0; mt < 4; ++mt)
+      for (int x = 0; x < 2; ++x) {
+        const int w = mma::wbuf_word(2 * tq + x, mt >> 1, mt & 1, gid >> 2, gid & 3);
+        REQUIRE(w >= 0);
+        REQUIRE(w < mma::wbuf_words);
+        REQUIRE(writer_head[static_cast<std::size_t>(w)] == -1);  // each word written once
+        writer_head[static_cast<std::size_t>(w)] = 2 * tq + x;
+        writer_token[2 * static_cast<std::size_t>(w)] = mma::key_token(mt, gid);
+        writer_token[2 * static_cast<std::size_t>(w) + 1] = mma::key_token(mt, gid + 8);
+      }
+  }
+  // the B lane (gid = head, tq) needs, for chunk c and k-tile kap, k-rows 2tq, 2tq+1
+  // (register 0) and 2tq+8, 2tq+9 (register 1): chunk tokens value_token(kap, row)
+  std::set<std::tuple<int, int>> seen;
+  for (int lane = 0; lane < 32; ++lane) {
+    const int gid = lane / 4, tq = lane % 4;
+    for (int c = 0; c < 2; ++c)
+      for (int kap = 0; kap < 2; ++kap)
+        for (int reg = 0; reg < 2; ++reg) {
+          const int w = mma::wbuf_word(gid, c, kap, reg, tq);
+          REQUIRE(writer_head[static_cast<std::size_t>(w)] == gid);
+          for (int e = 0; e < 2; ++e) {
+            const int krow = 2 * tq + 8 * reg + e;
+            const int tok = 32 * c + mma::value_token(kap, krow);
+            REQUIRE(writer_token[2 * static_cast<std::size_t>(w) + e] == tok);
+            seen.emplace(gid, tok);
+          }
+        }
+  }
+  REQUIRE(seen.size() == 8u * 64u);  // every (head, token) of the unit reaches the product once
+  // the value A side: k-column kc of k-tile kap is nibble (2 (kc % 8 >= 4 ? 1 : 0) + ...) of the
+  // lane's selector: value_pairs' (0, 2), (1, 3) pairing over tokens tq + 4i
+  for (int tq = 0; tq < 4; ++tq)
+    for (int kap = 0; kap < 2; ++kap) {
+      const int nib[4] = {0, 2, 1, 3};  // r0 = nibbles (0, 2) -> k-cols 2tq, 2tq+1; r1 = (1, 3) -> 2tq+8, 2tq+9
+      for (int q = 0; q < 4; ++q) {
+        const int kc = 2 * tq + (q & 1) + 8 * (q >> 1);
+        REQUIRE(mma::value_token(kap, kc) == tq + 4 * (nib[q] + 4 * kap));
+      }
+    }
+}
+
+TEST_CASE("tensor-core helpers: powers of two, stage images, shared-memory layout, layer support", "[gpu][mma]") {
+  using namespace bgtq::cuda;
+  REQUIRE(pow2i(0) == 1.0f);
+  REQUIRE(pow2i(-3) == 0.125f);
+  REQUIRE(pow2i(127) == std::ldexp(1.0f, 127));
+  REQUIRE(pow2i(-200) == std::ldexp(1.0f, -126));
+  for (float x : {1.0f, 0.75f, 3.0f, 65504.0f, 1e-30f, 6e-5f}) {
+    const int e = exponent_above(x);
+    REQUIRE(std::ldexp(1.0, e) > x);
+    REQUIRE(std::ldexp(1.0, e - 1) <= x);
+  }
+  REQUIRE(exponent_above(0.0f) == -126);
+  REQUIRE(exponent_above(INFINITY) == 0);
+  // stage images: the P = 64 page part, and a P = 128 cache's unit image equal to it
+  using namespace bgtq_gpu;
+  method m;
+  m.keys = key_kind::mixed;
+  shape s64, s128;
+  s128.page_tokens = 128;
+  const auto c64 = make_cache(s64, m, 5), c128 = make_cache(s128, m, 5);
+  const cache_desc d64 = describe(c64), d128 = describe(c128);
+  const device_tables t64 = build_tables(d64), t128 = build_tables(d128);
+  for (std::size_t i = 0; i < t64.heads.size(); ++i) {
+    const mma_stage a = mma_stage_of(t64.heads[i], t64.groups.data(), 64);
+    const mma_stage b = mma_stage_of(t128.heads[i], t128.groups.data(), 128);
+    REQUIRE(a.bytes == static_cast<int>(t64.heads[i].page_bytes));
+    REQUIRE(b.value_base % 16 == 0);
+    REQUIRE(b.bytes <= a.bytes);
+    for (int gi = 0; gi < t64.heads[i].key_count; ++gi) {
+      const group_meta& g64 = t64.groups[static_cast<std::size_t>(t64.heads[i].key_first + gi)];
+      const group_meta& g128 = t128.groups[static_cast<std::size_t>(t128.heads[i].key_first + gi)];
+      REQUIRE(mma_stage_offset(g128.region, 128) == static_cast<int>(g64.region));
+      REQUIRE(mma_stage_offset(g128.radii, 128) == static_cast<int>(g64.radii));
+    }
+  }
+  const mma_layer_info info = mma_layer_support(t64, d64, 0);
+  REQUIRE(info.ok);
+  REQUIRE(info.stages == 2);
+  REQUIRE(info.smem.bytes <= mma_max_smem);
+  REQUIRE(info.smem.qstride % 2 == 0);
+  REQUIRE(((info.smem.qstride / 2) % 8) == 4);  // query rows 4 banks apart: conflict-free B loads
+  REQUIRE(info.smem.warp_bytes >= info.smem.stage0 + 2 * info.stage_bytes);
+  std::string why;
+  REQUIRE_FALSE(mma_layer_support(t64, d64, 1, &why).ok);
+  REQUIRE(why.find("layer") != std::string::npos);
+}
+
+#if defined(BGTQ_CUDA_EMULATION)
+namespace {
+
+// one warp: D = A B + C from fragments loaded as the PTX ISA describes (loads written
+// here independently of the emulator's index formulas)
+void mma_probe_kernel(const std::uint16_t* A, const std::uint16_t* Bm, const float* C, float* D) {
+  const int lane = static_cast<int>(threadIdx.x), gid = lane / 4, tq = lane % 4;
+  std::uint32_t a[4];
+  for (int i = 0; i < 4; ++i) {
+    const int row = gid + 8 * (i & 1), col = 2 * tq + 8 * (i >> 1);
+    a[i] = A[row * 16 + col] | (static_cast<std::uint32_t>(A[row * 16 + col + 1]) << 16);
+  }
+  std::uint32_t b[2];
+  for (int i = 0; i < 2; ++i) {
+    const int k = 2 * tq + 8 * i;
+    b[i] = Bm[k * 8 + gid] | (static_cast<std::uint32_t>(Bm[(k + 1) * 8 + gid]) << 16);
+  }
+  float d[4];
+  for (int e = 0; e < 4; ++e) d[e] = C[(gid + 8 * (e >> 1)) * 8 + 2 * tq + (e & 1)];
+  bgtq_emu::mma_m16n8k16(d, a, b[0], b[1]);
+  for (int e = 0; e < 4; ++e) D[(gid + 8 * (e >> 1)) * 8 + 2 * tq + (e & 1)] = d[e];
+}
+
+}  // namespace
+
+TEST_CASE("the emulated mma.sync m16n8k16 equals a plain matrix product", "[gpu][mma]") {
+  bgtq::counter_rng r(14);
+  std::vector<std::uint16_t> A(16 * 16), Bm(16 * 8);
+  std::vector<float> C(16 * 8), D(16 * 8, NAN);
+  for (auto& x : A) x = bgtq::float_to_half_bits(static_cast<float>(r.normal()));
+  for (auto& x : Bm) x = bgtq::float_to_half_bits(static_cast<float>(r.normal()));
+  for (auto& x : C) x = static_cast<float>(r.normal());
+  bgtq_emu::launch(mma_probe_kernel, dim3(1), dim3(32), 0, A.data(), Bm.data(), C.data(), D.data());
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 8; ++j) {
+      double want = C[static_cast<std::size_t>(i * 8 + j)];
+      for (int k = 0; k < 16; ++k)
+        want += static_cast<double>(bgtq::half_bits_to_float(A[static_cast<std::size_t>(i * 16 + k)])) *
+                bgtq::half_bits_to_float(Bm[static_cast<std::size_t>(k * 8 + j)]);
+      REQUIRE(D[static_cast<std::size_t>(i * 8 + j)] == Approx(want).epsilon(1e-6).margin(1e-6));
+    }
+}
+#endif
