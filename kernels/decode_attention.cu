@@ -515,8 +515,11 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
   kp.wlen = window ? a.window_len : nullptr;
   kp.wcap = window ? a.window_cap : 0;
   kp.scale = a.scale == 0.0f ? 1.0f / sqrtf(static_cast<float>(d.head_dim)) : a.scale;
-  kp.splits = sp.splits;
-  kp.tiles_per_split = sp.tiles_per_split;
+  // the tensor-core kernel's own plan: as many CTAs as are resident at once (never more
+  // splits than the caller's workspace was sized for by decode_plan)
+  const split_plan run = use_mma && a.splits == 0 ? mma_split_plan(p_->mma[l], kp.hchunks, *p_, a.batch, a.max_quantized, sp) : sp;
+  kp.splits = run.splits;
+  kp.tiles_per_split = run.tiles_per_split;
   std::uint8_t* ws = static_cast<std::uint8_t*>(a.workspace);
   kp.qrot = reinterpret_cast<float*>(ws + wl.qrot);
   kp.ml = reinterpret_cast<float*>(ws + wl.ml);
@@ -537,8 +540,8 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
 
   errc e = errc::ok;
   if (use_mma) {
-    e = launch_split_mma(kp, sp, p_->mma[l], st);
-  } else {
+    e = launch_split_mma(kp, run, p_->mma[l], st);
+  } else {  // run == sp
     const split_smem L = split_smem_layout(gm, kp.key_coords, kp.key_cent, kp.value_cent, kp.value_groups);
     const std::size_t smem = static_cast<std::size_t>(L.floats) * 4u;
     switch (gm) {

@@ -39,6 +39,12 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
+//! The tensor-core kernel's split plan for an automatic split count: enough CTAs to fill
+//! every SM to the kernel's occupancy (one wave), at most `standard.splits` (the plan the
+//! workspace was sized for). Falls back to `standard` if the occupancy query fails.
+split_plan mma_split_plan(const mma_layer_info& info, int hchunks, const device_cache::impl& dev, int batch, long long max_quantized,
+                          const split_plan& standard) noexcept;
+
 //! Launches the tensor-core split kernel (kernels/decode_mma.cu) for the plan `sp`;
 //! the caller has checked mma_layer_support for the layer. Writes the same per-split
 //! partials (m, l, acc) as the CUDA-core split kernel, so the merge kernel is shared.

@@ -654,14 +654,35 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
 
 }  // namespace
 
+namespace {
+errc allow_smem(std::size_t smem) {
+  if (smem > 48u * 1024u)
+    BGTQ_CUDA_TRY(cudaFuncSetAttribute(decode_split_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  return errc::ok;
+}
+}  // namespace
+
+split_plan mma_split_plan(const mma_layer_info& info, int hchunks, const device_cache::impl& dev, int batch, long long max_quantized,
+                          const split_plan& standard) noexcept {
+  const std::size_t smem = static_cast<std::size_t>(info.smem.bytes);
+  int per_sm = 0;
+  if (allow_smem(smem) != errc::ok ||
+      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_split_mma_kernel, mma::warps * 32, smem) != cudaSuccess ||
+      per_sm < 1) {
+    (void)cudaGetLastError();  // clear a failed query: the standard plan still works
+    return standard;
+  }
+  const split_plan sp = plan_splits(batch * dev.desc.kv_heads * hchunks, max_quantized, dev.sms, 0, per_sm);
+  return sp.splits <= standard.splits ? sp : standard;
+}
+
 errc launch_split_mma(const decode_kparams& kp, const split_plan& sp, const mma_layer_info& info, cudaStream_t st) {
   mma_kparams mp;
   mp.L = info.smem;
   mp.stage_bytes = info.stage_bytes;
   mp.stages = info.stages;
   const std::size_t smem = static_cast<std::size_t>(info.smem.bytes);
-  if (smem > 48u * 1024u)
-    BGTQ_CUDA_TRY(cudaFuncSetAttribute(decode_split_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  if (errc e = allow_smem(smem); e != errc::ok) return e;
   const dim3 grid(static_cast<unsigned>(sp.splits), static_cast<unsigned>(kp.Hkv * kp.hchunks), static_cast<unsigned>(kp.batch));
   const dim3 block(mma::warps * 32);
   BGTQ_LAUNCH(decode_split_mma_kernel, grid, block, smem, st, kp, mp);

@@ -7,7 +7,11 @@
 //                                        device-to-device copy bandwidth, then packed decode
 //                                        attention at T = 4K..512K, batch 1 and 16, D = 128,
 //                                        Hq = 32, Hkv = 8, Block-GTQ and uniform TQ-MSE at
-//                                        K3V3 and K2V2 (CUDA events, median of N >= 20 runs)
+//                                        K3V3 and K2V2 (CUDA events, median of N >= 20 runs),
+//                                        each on both split kernels (decode_path::cuda_cores,
+//                                        and tensor_cores as "<method>/tc", whose output is
+//                                        also compared with the CUDA-core output: exit 1
+//                                        past 5e-3 of max |out|)
 //
 // Pages are filled on the device by encode_append from random fp16 keys/values (one
 // 32K-token random chunk encoded into every page range: distinct memory, repeating
@@ -108,6 +112,25 @@ int run_checks() {
     reps.push_back(gpu_check_decode(decode_shape(64, 2, 8, 2, 8, {300, 1, 97}), mixed, {300, 1, 97}, bc::dtype::f16, 0, 31,
                                     1e-4, 5));
   }
+  // the tensor-core path (decode_path::tensor_cores, tolerance 3e-3: fp16 operands)
+  const bc::decode_path tc = bc::decode_path::tensor_cores;
+  for (int D : {64, 128})
+    for (int G : {1, 4, 16}) {
+      const std::vector<int> lengths{5000, 1, 54, 97, 1000, 130, 64};
+      const shape s = decode_shape(D, 2, 2 * G, 4, 32, lengths);
+      reps.push_back(gpu_check_decode(s, G == 4 ? greedy : mixed, lengths, bc::dtype::f32, 0, 50 + D + G, 3e-3, 0, tc));
+    }
+  for (int bits = 1; bits <= 8; ++bits) {
+    method u = tq3;
+    u.name = "tq" + std::to_string(bits);
+    u.key_bits = u.value_bits = bits;
+    const shape s = decode_shape(128, 2, 8, 2, 16, {1000, 97}, 1, bits % 3 == 0 ? 128 : 64);
+    reps.push_back(gpu_check_decode(s, u, {1000, 97}, bc::dtype::f16, bits == 2 ? 7 : 0, 60 + bits, 3e-3, 0, tc));
+  }
+  reps.push_back(gpu_check_decode(decode_shape(128, 1, 16, 1, 8, {1000, 97, 5000}, 8, 192), mixed, {1000, 97, 5000},
+                                  bc::dtype::bf16, 64, 70, 3e-3, 0, tc));
+  reps.push_back(gpu_check_decode(decode_shape(64, 2, 8, 2, 8, {300, 1, 97}), mixed, {300, 1, 97}, bc::dtype::f16, 0, 71,
+                                  3e-3, 5, tc));
   reps.push_back(gpu_check_energy(8, 2, 64, bgtq::rope_pairing::interleaved, 1000, bc::dtype::f32, 300, 40));
   reps.push_back(gpu_check_energy(32, 8, 128, bgtq::rope_pairing::half, 517, bc::dtype::f16, 4096, 41));
   int failed = 0;
@@ -148,12 +171,13 @@ double copy_bandwidth(std::size_t bytes, int runs) {
 }
 
 struct row {
-  std::string method, kv;
+  std::string method, kv, path;
   int batch = 0;
   long long T = 0;
   double us = 0, bytes = 0, frac = 0, gbps = 0;
   int splits = 0;
   double bytes_per_token = 0;
+  double vs_cuda_cores = -1;  //!< tensor-core rows: max |out_tc - out_cc| / max |out_cc| on the same cache and queries
 };
 
 int run_bench(bool quick, bool tiny, int runs, const std::string& json_path) {
@@ -220,6 +244,7 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path) {
 
   std::vector<row> rows;
   std::vector<std::string> encode_lines;
+  bool mismatch = false;
   for (const mdef& md : methods) {
     shape s;
     s.layers = 1;
@@ -231,6 +256,12 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path) {
     const auto host = make_cache(s, md.m, 2024);
     bc::device_cache cache;
     DIE_ERRC(bc::device_cache::create(bc::describe(host, max_pages), cache));
+    std::vector<bc::decode_path> paths{bc::decode_path::cuda_cores};
+    const char* no_tc = nullptr;
+    if (cache.tensor_core_decode(0, &no_tc))
+      paths.push_back(bc::decode_path::tensor_cores);
+    else
+      std::fprintf(stderr, "bench_decode: %s %s: no tensor-core rows (%s)\n", md.label.c_str(), md.kv.c_str(), no_tc);
     const double head_bytes = static_cast<double>(cache.page_part_bytes(0, 0));
     // fill every page: token t of the pool -> slot t (pages in order)
     std::vector<std::int64_t> slots(static_cast<std::size_t>(chunk));
@@ -286,47 +317,66 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path) {
         a.max_quantized = T;
         a.workspace = ws;
         a.workspace_bytes = wsb;
-        for (int i = 0; i < 3; ++i) DIE_ERRC(cache.decode_attention(a));
-        DIE_CUDA(cudaDeviceSynchronize());
-        std::vector<double> t;
-        for (int i = 0; i < runs; ++i) {
-          DIE_CUDA(cudaEventRecord(e0));
-          DIE_ERRC(cache.decode_attention(a));
-          DIE_CUDA(cudaEventRecord(e1));
-          DIE_CUDA(cudaEventSynchronize(e1));
-          float ms = 0;
-          DIE_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-          t.push_back(ms * 1e-3);
-        }
-        std::vector<float> out(static_cast<std::size_t>(B) * Hq * D);
-        DIE_CUDA(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost));
-        for (float x : out)
-          if (!std::isfinite(x)) {
-            std::fprintf(stderr, "bench_decode: non-finite output (%s %s B=%d T=%lld)\n", md.label.c_str(), md.kv.c_str(), B, T);
-            return 1;
+        std::vector<float> out_cc;
+        for (const bc::decode_path path : paths) {
+          a.path = path;
+          const bool tc = path == bc::decode_path::tensor_cores;
+          for (int i = 0; i < 3; ++i) DIE_ERRC(cache.decode_attention(a));
+          DIE_CUDA(cudaDeviceSynchronize());
+          std::vector<double> t;
+          for (int i = 0; i < runs; ++i) {
+            DIE_CUDA(cudaEventRecord(e0));
+            DIE_ERRC(cache.decode_attention(a));
+            DIE_CUDA(cudaEventRecord(e1));
+            DIE_CUDA(cudaEventSynchronize(e1));
+            float ms = 0;
+            DIE_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+            t.push_back(ms * 1e-3);
           }
+          std::vector<float> out(static_cast<std::size_t>(B) * Hq * D);
+          DIE_CUDA(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost));
+          for (float x : out)
+            if (!std::isfinite(x)) {
+              std::fprintf(stderr, "bench_decode: non-finite output (%s %s B=%d T=%lld %s)\n", md.label.c_str(), md.kv.c_str(), B,
+                           T, tc ? "tensor cores" : "cuda cores");
+              return 1;
+            }
+          row r;
+          r.method = md.label + (tc ? "/tc" : "");
+          r.kv = md.kv;
+          r.path = tc ? "tensor_cores" : "cuda_cores";
+          r.batch = B;
+          r.T = T;
+          r.us = median(t) * 1e6;
+          // packed pages read + queries/outputs + split partials written and read back
+          r.bytes = static_cast<double>(B) * Hkv * pps * head_bytes + 2.0 * B * Hq * D * 4 +
+                    2.0 * B * Hq * sp.splits * (D + 2) * 4.0;
+          r.gbps = r.bytes / (r.us * 1e-6) * 1e-9;
+          r.frac = r.bytes / (r.us * 1e-6) / copy_bw;
+          r.splits = sp.splits;
+          r.bytes_per_token = head_bytes / P;
+          if (!tc) out_cc = out;
+          if (tc && !out_cc.empty()) {
+            // the two paths on the same pages and queries, at benchmark scale (all SMs busy)
+            r.vs_cuda_cores = rel_max_error(out, out_cc);
+            if (!(r.vs_cuda_cores <= 5e-3)) {
+              std::fprintf(stderr, "bench_decode: tensor-core output differs from the CUDA-core output by %.3g (%s %s B=%d T=%lld)\n",
+                           r.vs_cuda_cores, md.label.c_str(), md.kv.c_str(), B, T);
+              mismatch = true;
+            }
+          }
+          rows.push_back(r);
+          std::fprintf(stderr, "%-12s %s B=%2d T=%7lld: %9.1f us, %8.3f GB/s, %.3f of copy bw (%d splits)", r.method.c_str(),
+                       r.kv.c_str(), B, T, r.us, r.gbps, r.frac, r.splits);
+          if (r.vs_cuda_cores >= 0) std::fprintf(stderr, ", vs cuda cores %.2g", r.vs_cuda_cores);
+          std::fprintf(stderr, "\n");
+        }
         DIE_CUDA(cudaFree(ws));
-        row r;
-        r.method = md.label;
-        r.kv = md.kv;
-        r.batch = B;
-        r.T = T;
-        r.us = median(t) * 1e6;
-        // packed pages read + queries/outputs + split partials written and read back
-        r.bytes = static_cast<double>(B) * Hkv * pps * head_bytes + 2.0 * B * Hq * D * 4 +
-                  2.0 * B * Hq * sp.splits * (D + 2) * 4.0;
-        r.gbps = r.bytes / (r.us * 1e-6) * 1e-9;
-        r.frac = r.bytes / (r.us * 1e-6) / copy_bw;
-        r.splits = sp.splits;
-        r.bytes_per_token = head_bytes / P;
-        rows.push_back(r);
-        std::fprintf(stderr, "%-9s %s B=%2d T=%7lld: %9.1f us, %8.3f GB/s, %.3f of copy bw (%d splits)\n", r.method.c_str(),
-                     r.kv.c_str(), B, T, r.us, r.gbps, r.frac, r.splits);
       }
   }
-  std::printf("%-10s %-5s %5s %8s %11s %14s %9s\n", "method", "kv", "batch", "T", "time_us", "bytes", "frac_bw");
+  std::printf("%-12s %-5s %5s %8s %11s %14s %9s\n", "method", "kv", "batch", "T", "time_us", "bytes", "frac_bw");
   for (const row& r : rows)
-    std::printf("%-10s %-5s %5d %8lld %11.1f %14.0f %9.3f\n", r.method.c_str(), r.kv.c_str(), r.batch, r.T, r.us, r.bytes, r.frac);
+    std::printf("%-12s %-5s %5d %8lld %11.1f %14.0f %9.3f\n", r.method.c_str(), r.kv.c_str(), r.batch, r.T, r.us, r.bytes, r.frac);
   if (!json_path.empty()) {
     FILE* f = std::fopen(json_path.c_str(), "w");
     if (!f) {
@@ -342,10 +392,11 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path) {
     for (std::size_t i = 0; i < rows.size(); ++i) {
       const row& r = rows[i];
       std::fprintf(f,
-                   "    {\"method\": \"%s\", \"kv\": \"%s\", \"batch\": %d, \"T\": %lld, \"time_us\": %.3f, \"bytes\": %.0f, "
-                   "\"frac_copy_bw\": %.5f, \"splits\": %d, \"bytes_per_token_head\": %.3f}%s\n",
-                   r.method.c_str(), r.kv.c_str(), r.batch, r.T, r.us, r.bytes, r.frac, r.splits, r.bytes_per_token,
-                   i + 1 < rows.size() ? "," : "");
+                   "    {\"method\": \"%s\", \"kv\": \"%s\", \"path\": \"%s\", \"batch\": %d, \"T\": %lld, \"time_us\": %.3f, "
+                   "\"bytes\": %.0f, \"frac_copy_bw\": %.5f, \"splits\": %d, \"bytes_per_token_head\": %.3f, "
+                   "\"vs_cuda_cores\": %.4g}%s\n",
+                   r.method.c_str(), r.kv.c_str(), r.path.c_str(), r.batch, r.T, r.us, r.bytes, r.frac, r.splits,
+                   r.bytes_per_token, r.vs_cuda_cores, i + 1 < rows.size() ? "," : "");
     }
     std::fprintf(f, "  ]\n}\n");
     std::fclose(f);
@@ -353,6 +404,10 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path) {
   DIE_CUDA(cudaEventDestroy(e0));
   DIE_CUDA(cudaEventDestroy(e1));
   for (void* p : {dk, dv, dslots, dq, dout, dpt, dqn}) DIE_CUDA(cudaFree(p));
+  if (mismatch) {
+    std::fprintf(stderr, "bench_decode: the tensor-core path disagreed with the CUDA-core path (see above)\n");
+    return 1;
+  }
   return 0;
 }
 

@@ -80,13 +80,13 @@ def main():
                     torch.cuda.empty_cache()
 
     lines = []
-    hdr = f"{'method':<10} {'kv':<5} {'batch':>5} {'T':>7} {'time_us':>10} {'bytes':>13} {'frac_bw':>8} {'x_fp16':>7}"
+    hdr = f"{'method':<12} {'kv':<5} {'batch':>5} {'T':>7} {'time_us':>10} {'bytes':>13} {'frac_bw':>8} {'x_fp16':>7}"
     lines.append(hdr)
     rows_out = []
     for B, T in shapes:
         s = sdpa.get((B, T))
         if s is not None:
-            lines.append(f"{'fp16 SDPA':<10} {'fp16':<5} {B:>5} {T:>7} {s['time_us']:>10.1f} {s['bytes']:>13.0f} "
+            lines.append(f"{'fp16 SDPA':<12} {'fp16':<5} {B:>5} {T:>7} {s['time_us']:>10.1f} {s['bytes']:>13.0f} "
                          f"{s['frac_copy_bw']:>8.3f} {1.0:>7.2f}")
             rows_out.append({"method": "fp16 SDPA", "kv": "fp16", "batch": B, "T": T, **s, "speedup_vs_fp16": 1.0})
         for r in packed["rows"]:
@@ -94,13 +94,14 @@ def main():
                 continue
             sp = s["time_us"] / r["time_us"] if s is not None else None
             sps = f"{sp:>7.2f}" if sp is not None else f"{'n/a':>7}"
-            lines.append(f"{r['method']:<10} {r['kv']:<5} {B:>5} {T:>7} {r['time_us']:>10.1f} {r['bytes']:>13.0f} "
+            lines.append(f"{r['method']:<12} {r['kv']:<5} {B:>5} {T:>7} {r['time_us']:>10.1f} {r['bytes']:>13.0f} "
                          f"{r['frac_copy_bw']:>8.3f} {sps}")
             rows_out.append({**r, "speedup_vs_fp16": sp})
     foot = [
         f"device: {packed['device']} ({packed['sms']} SMs); copy bandwidth {copy_bw * 1e-9:.1f} GB/s "
         f"(cudaMemcpy D2D, 2 x bytes / time); Hq={Hq} Hkv={Hkv} D={D}; median of {runs} runs (CUDA events)",
         "frac_bw: bytes moved / time / copy bandwidth; x_fp16: fp16 SDPA time / this time (>1 = faster)",
+        "<method>/tc: the tensor-core split kernel (decode_path::tensor_cores); the others: CUDA cores (exact fp32)",
         f"date: {datetime.date.today().isoformat()}; torch {torch_version}" + (f"; {note}" if note else ""),
     ]
     text = "\n".join(lines + [""] + foot) + "\n"

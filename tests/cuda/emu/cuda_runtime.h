@@ -284,6 +284,15 @@ cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute a, int v) {
              ? cudaSuccess
              : cudaErrorInvalidValue;
 }
+//! CTAs of `block` threads and `smem` bytes one emulated SM holds: the register file is
+//! not modelled, the shared memory is (at most 4, like a 128-thread CTA of ~128 registers).
+template <class F>
+cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* n, F, int block, std::size_t smem) {
+  if (block <= 0 || block > 1024) return cudaErrorInvalidValue;
+  const std::size_t per = std::max<std::size_t>(smem, 1);
+  *n = static_cast<int>(std::min<std::size_t>(4, bgtq_emu::max_dynamic_smem / per));
+  return cudaSuccess;
+}
 inline cudaError_t cudaMalloc(void** p, std::size_t n) {
   *p = std::aligned_alloc(256, (std::max<std::size_t>(n, 1) + 255) / 256 * 256);
   return *p ? cudaSuccess : cudaErrorMemoryAllocation;
