@@ -31,6 +31,7 @@ namespace {
 // qrot element is written on every launch (coordinates past the key groups get 0), so
 // the merge kernel's NaN test never reads stale workspace.
 __global__ void __launch_bounds__(decode_threads) rotate_query_kernel(const decode_kparams p) {
+  allow_dependent_launch();  // the split kernel may start its CTAs (it waits before reading qrot)
   float* s_x = dynamic_smem<float>();  // [D] the query, float
   unsigned* s_bad = reinterpret_cast<unsigned*>(s_x + p.D);
   const int hq = blockIdx.x;
@@ -140,6 +141,7 @@ __device__ __forceinline__ void accumulate_dispatch(int bits, const std::uint8_t
 
 template <int GM>
 __global__ void __launch_bounds__(decode_threads) decode_split_kernel(const decode_kparams p) {
+  grid_dependency_wait();  // rotate_query_kernel's qrot
   float* smem = dynamic_smem<float>();
   const split_smem L = split_smem_layout(GM, p.key_coords, p.key_cent, p.value_cent, p.value_groups);
   float* s_q = smem + L.q;    // [key coord][GM]
@@ -329,6 +331,7 @@ __global__ void __launch_bounds__(decode_threads) decode_split_kernel(const deco
     __syncthreads();
   }
 
+  allow_dependent_launch();  // the merge kernel may start its CTAs (it waits for this grid)
   // ---- epilogue: reduce the token parts, write (m, l) and the accumulators
   if (parts > 1) {  // CTA-uniform; then nvc <= 64 < tpp, one coordinate per thread
     float* s_red = s_wr;  // [parts][tpp][GM] <= 128 * GM floats
@@ -365,6 +368,7 @@ __global__ void __launch_bounds__(decode_threads) decode_split_kernel(const deco
 // ---------------------------------------------------------------- 3. merge
 
 __global__ void __launch_bounds__(decode_threads) merge_kernel(const decode_kparams p) {
+  grid_dependency_wait();  // the split kernel's partials (and, through it, qrot)
   float* sm = dynamic_smem<float>();
   float* s_y = sm;             // [D] merged accumulator, rotated value coordinates
   float* s_x = s_y + p.D;      // [D] rotated back to head dims
@@ -454,14 +458,13 @@ __global__ void __launch_bounds__(decode_threads) merge_kernel(const decode_kpar
 }
 
 template <int GM>
-errc launch_split(const decode_kparams& kp, const split_plan& sp, std::size_t smem, cudaStream_t st) {
+errc launch_split(const decode_kparams& kp, const split_plan& sp, std::size_t smem, bool overlap, cudaStream_t st) {
   if (smem > 48u * 1024u)
     BGTQ_CUDA_TRY(
         cudaFuncSetAttribute(decode_split_kernel<GM>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const dim3 grid(static_cast<unsigned>(sp.splits), static_cast<unsigned>(kp.Hkv * kp.hchunks), static_cast<unsigned>(kp.batch));
   const dim3 block(decode_threads);
-  BGTQ_LAUNCH(decode_split_kernel<GM>, grid, block, smem, st, kp);
-  BGTQ_CUDA_LAUNCHED("decode_split_kernel");
+  BGTQ_CUDA_TRY(BGTQ_LAUNCH_OVERLAP(overlap, decode_split_kernel<GM>, grid, block, smem, st, kp));
   return errc::ok;
 }
 
@@ -533,6 +536,9 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
     return detail::arg_fail(errc::invalid_argument, "decode_attention: max_pages_per_seq must be > 0");
   const cudaStream_t st = as_stream(stream);
 
+  // rotate, split and merge: the split and merge launches overlap their predecessor's tail
+  // on sm_90+ (programmatic dependent launch); rotate waits for the caller's earlier work.
+  const bool overlap = p_->cc_major >= 9;
   const dim3 head_grid(static_cast<unsigned>(d.q_heads), static_cast<unsigned>(a.batch));
   const dim3 block(decode_threads);
   BGTQ_LAUNCH(rotate_query_kernel, head_grid, block, static_cast<std::size_t>(d.head_dim + 1) * 4u, st, kp);
@@ -540,15 +546,15 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
 
   errc e = errc::ok;
   if (use_mma) {
-    e = launch_split_mma(kp, run, p_->mma[l], st);
+    e = launch_split_mma(kp, run, p_->mma[l], overlap, st);
   } else {  // run == sp
     const split_smem L = split_smem_layout(gm, kp.key_coords, kp.key_cent, kp.value_cent, kp.value_groups);
     const std::size_t smem = static_cast<std::size_t>(L.floats) * 4u;
     switch (gm) {
-      case 1: e = launch_split<1>(kp, sp, smem, st); break;
-      case 2: e = launch_split<2>(kp, sp, smem, st); break;
-      case 4: e = launch_split<4>(kp, sp, smem, st); break;
-      default: e = launch_split<8>(kp, sp, smem, st); break;
+      case 1: e = launch_split<1>(kp, sp, smem, overlap, st); break;
+      case 2: e = launch_split<2>(kp, sp, smem, overlap, st); break;
+      case 4: e = launch_split<4>(kp, sp, smem, overlap, st); break;
+      default: e = launch_split<8>(kp, sp, smem, overlap, st); break;
     }
   }
   if (e != errc::ok) return e;
@@ -556,8 +562,7 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
   const std::size_t msmem = (3u * static_cast<std::size_t>(d.head_dim) + static_cast<std::size_t>(kp.wcap > 0 ? kp.wcap : 1)) * 4u;
   if (msmem > 48u * 1024u)
     BGTQ_CUDA_TRY(cudaFuncSetAttribute(merge_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(msmem)));
-  BGTQ_LAUNCH(merge_kernel, head_grid, block, msmem, st, kp);
-  BGTQ_CUDA_LAUNCHED("merge_kernel");
+  BGTQ_CUDA_TRY(BGTQ_LAUNCH_OVERLAP(overlap, merge_kernel, head_grid, block, msmem, st, kp));
   return errc::ok;
 }
 

@@ -45,9 +45,10 @@ __device__ __forceinline__ float warp_sum(float v) {
 split_plan mma_split_plan(const mma_layer_info& info, int hchunks, const device_cache::impl& dev, int batch, long long max_quantized,
                           const split_plan& standard) noexcept;
 
-//! Launches the tensor-core split kernel (kernels/decode_mma.cu) for the plan `sp`;
-//! the caller has checked mma_layer_support for the layer. Writes the same per-split
+//! Launches the tensor-core split kernel (kernels/decode_mma.cu) for the plan `sp`,
+//! overlapping rotate_query_kernel's tail when `overlap` (BGTQ_LAUNCH_OVERLAP); the
+//! caller has checked mma_layer_support for the layer. Writes the same per-split
 //! partials (m, l, acc) as the CUDA-core split kernel, so the merge kernel is shared.
-errc launch_split_mma(const decode_kparams& kp, const split_plan& sp, const mma_layer_info& info, cudaStream_t st);
+errc launch_split_mma(const decode_kparams& kp, const split_plan& sp, const mma_layer_info& info, bool overlap, cudaStream_t st);
 
 }  // namespace bgtq::cuda

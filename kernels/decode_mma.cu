@@ -422,6 +422,33 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
     }
     s_g[tid] = d;
   }
+  // ---- the warp's units
+  const int nq = p.quantized[b];
+  const int tok_begin = split * p.tiles_per_split * decode_tile;
+  const int tok_end = min(nq, (split + 1) * p.tiles_per_split * decode_tile);
+  const int units = tok_end > tok_begin ? (tok_end - tok_begin + mma::unit_tokens - 1) / mma::unit_tokens : 0;
+  const int* ptab = p.page_table + static_cast<std::size_t>(b) * p.mpps;
+  unsigned char* wregion = smem + L.warp0 + warp * L.warp_bytes;
+  std::uint32_t* wbuf = reinterpret_cast<std::uint32_t*>(wregion);
+  unsigned char* stage0 = wregion + L.stage0;
+  const int krows = hm.key_count > 0 ? mma_stage_offset(p.groups[hm.key_first].radii, P) / 8 : 0;
+  const int vrows = hm.value_count > 0 ? mma_stage_offset(p.groups[hm.value_first].radii, P) / 8 : 0;
+  const int vbase = mma_stage_of(hm, p.groups, P).value_base;
+  const std::uint32_t* qrow = reinterpret_cast<const std::uint32_t*>(s_qh + gid * L.qstride);  // head gid: the B column
+
+  float m2[2] = {-INFINITY, -INFINITY};  // running max (log2 units) of heads 2tq, 2tq+1
+  float l[2] = {0.0f, 0.0f};             // this lane's part of the softmax sums
+  int E = -126;                          // acc is in units of 2^E (largest value radius seen)
+  float acc_v[mma::max_value_mtiles][4];
+#pragma unroll
+  for (int mt = 0; mt < mma::max_value_mtiles; ++mt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc_v[mt][e] = 0.0f;
+
+  if (warp < units) stage_unit(p, hm, ptab, tok_begin + warp * mma::unit_tokens, stage0, lane, krows, vrows, vbase);
+  cp_commit();
+  grid_dependency_wait();  // everything above overlaps rotate_query_kernel; qrot is read below
+
   // scores in log2 units: q * scale * log2(e), scaled per head by 2^-e so that max |q| < 1
   const float qmul = p.scale * 1.4426950408889634f;
 #pragma unroll
@@ -436,7 +463,7 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
     if (lane == 0) s_qf[x] = amax > 0.0f ? pow2i(exponent_above(amax)) : 1.0f;  // NaN / Inf queries: 1 (their heads give NaN)
   }
   for (int i = tid; i < 8 * L.qstride; i += 128) s_qh[i] = 0;
-  __syncthreads();
+  __syncthreads();  // s_g, s_qf and the zeroed rows
   for (int gi = 0; gi < kcount; ++gi) {
     const mma_group d = s_g[gi];
     for (int i = tid; i < gcount * d.n; i += 128) {
@@ -447,34 +474,9 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
   }
   __syncthreads();
 
-  // ---- the warp's units
-  const int nq = p.quantized[b];
-  const int tok_begin = split * p.tiles_per_split * decode_tile;
-  const int tok_end = min(nq, (split + 1) * p.tiles_per_split * decode_tile);
-  const int units = tok_end > tok_begin ? (tok_end - tok_begin + mma::unit_tokens - 1) / mma::unit_tokens : 0;
-  const int* ptab = p.page_table + static_cast<std::size_t>(b) * p.mpps;
-  unsigned char* wregion = smem + L.warp0 + warp * L.warp_bytes;
-  std::uint32_t* wbuf = reinterpret_cast<std::uint32_t*>(wregion);
-  unsigned char* stage0 = wregion + L.stage0;
-  const int krows = hm.key_count > 0 ? mma_stage_offset(p.groups[hm.key_first].radii, P) / 8 : 0;
-  const int vrows = hm.value_count > 0 ? mma_stage_offset(p.groups[hm.value_first].radii, P) / 8 : 0;
-  const int vbase = mma_stage_of(hm, p.groups, P).value_base;
+  const float f0 = s_qf[2 * tq], f1 = s_qf[2 * tq + 1];  // score factors of the lane's two heads
   const mma_group vg = s_g[kcount];
   const int nmt = (vg.n + 15) >> 4;
-  const std::uint32_t* qrow = reinterpret_cast<const std::uint32_t*>(s_qh + gid * L.qstride);  // head gid: the B column
-  const float f0 = s_qf[2 * tq], f1 = s_qf[2 * tq + 1];  // score factors of the lane's two heads
-
-  float m2[2] = {-INFINITY, -INFINITY};  // running max (log2 units) of heads 2tq, 2tq+1
-  float l[2] = {0.0f, 0.0f};             // this lane's part of the softmax sums
-  int E = -126;                          // acc is in units of 2^E (largest value radius seen)
-  float acc_v[mma::max_value_mtiles][4];
-#pragma unroll
-  for (int mt = 0; mt < mma::max_value_mtiles; ++mt)
-#pragma unroll
-    for (int e = 0; e < 4; ++e) acc_v[mt][e] = 0.0f;
-
-  if (warp < units) stage_unit(p, hm, ptab, tok_begin + warp * mma::unit_tokens, stage0, lane, krows, vrows, vbase);
-  cp_commit();
   int it = 0;
   for (int u = warp; u < units; u += mma::warps, ++it) {
     unsigned char* buf = stage0 + (mp.stages == 2 ? (it & 1) : 0) * mp.stage_bytes;
@@ -601,6 +603,7 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
   }
   cp_wait<0>();
   __syncwarp();
+  allow_dependent_launch();  // the merge kernel may start its CTAs (it waits for this grid)
 
   // ---- merge the four warps' partials
 #pragma unroll
@@ -676,7 +679,7 @@ split_plan mma_split_plan(const mma_layer_info& info, int hchunks, const device_
   return sp.splits <= standard.splits ? sp : standard;
 }
 
-errc launch_split_mma(const decode_kparams& kp, const split_plan& sp, const mma_layer_info& info, cudaStream_t st) {
+errc launch_split_mma(const decode_kparams& kp, const split_plan& sp, const mma_layer_info& info, bool overlap, cudaStream_t st) {
   mma_kparams mp;
   mp.L = info.smem;
   mp.stage_bytes = info.stage_bytes;
@@ -685,8 +688,7 @@ errc launch_split_mma(const decode_kparams& kp, const split_plan& sp, const mma_
   if (errc e = allow_smem(smem); e != errc::ok) return e;
   const dim3 grid(static_cast<unsigned>(sp.splits), static_cast<unsigned>(kp.Hkv * kp.hchunks), static_cast<unsigned>(kp.batch));
   const dim3 block(mma::warps * 32);
-  BGTQ_LAUNCH(decode_split_mma_kernel, grid, block, smem, st, kp, mp);
-  BGTQ_CUDA_LAUNCHED("decode_split_mma_kernel");
+  BGTQ_CUDA_TRY(BGTQ_LAUNCH_OVERLAP(overlap, decode_split_mma_kernel, grid, block, smem, st, kp, mp));
   return errc::ok;
 }
 

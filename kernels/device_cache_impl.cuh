@@ -104,6 +104,56 @@ struct device_cache::impl {
 #define BGTQ_LAUNCH(kernel, grid, block, smem, stream, ...) kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
 #endif
 
+//! Kernel launch that may overlap the previous kernel of the stream (programmatic
+//! dependent launch, sm_90+, when `overlap`): the kernel starts while its predecessor
+//! finishes and must call grid_dependency_wait() before it reads anything that kernel
+//! writes (what earlier kernels wrote is visible, since the predecessor itself started
+//! after them). Without `overlap`, or if the runtime refuses the attribute, a plain
+//! launch. The CPU emulator runs launches one after another: a plain launch.
+#if defined(BGTQ_CUDA_EMULATION)
+#define BGTQ_LAUNCH_OVERLAP(overlap, kernel, grid, block, smem, stream, ...) \
+  ((void)(overlap), ::bgtq_emu::launch(kernel, grid, block, smem, __VA_ARGS__), cudaSuccess)
+#else
+template <class... P, class... A>
+cudaError_t launch_overlap(bool overlap, void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, cudaStream_t st,
+                           const A&... args) {
+  if (overlap) {
+    cudaLaunchConfig_t cfg{};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = st;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attr[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    if (cudaLaunchKernelEx(&cfg, kernel, args...) == cudaSuccess) return cudaSuccess;
+    (void)cudaGetLastError();  // not supported here: fall back to a plain launch
+  }
+  kernel<<<grid, block, smem, st>>>(args...);
+  return cudaGetLastError();
+}
+#define BGTQ_LAUNCH_OVERLAP(overlap, kernel, grid, block, smem, stream, ...) \
+  ::bgtq::cuda::launch_overlap(overlap, kernel, grid, block, smem, stream, __VA_ARGS__)
+#endif
+
+//! Waits until the kernel this one overlaps (BGTQ_LAUNCH_OVERLAP) has completed and its
+//! writes are visible; returns at once when the launch did not overlap.
+__device__ __forceinline__ void grid_dependency_wait() {
+#if !defined(BGTQ_CUDA_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+//! Lets the next overlapping kernel start its CTAs now (it still waits for this whole grid
+//! in grid_dependency_wait before reading what this kernel writes).
+__device__ __forceinline__ void allow_dependent_launch() {
+#if !defined(BGTQ_CUDA_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::);
+#endif
+}
+
 //! The CTA's dynamic shared memory (16-byte aligned).
 #if defined(BGTQ_CUDA_EMULATION)
 template <class T>
