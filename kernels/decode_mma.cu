@@ -342,7 +342,7 @@ __device__ __forceinline__ void key_dispatch(const unsigned long long* rows, con
 
 struct mma_kparams {
   mma_smem L;
-  int stage_bytes, stages;
+  int stage_bytes;  // one of the two stage buffers of a warp
 };
 
 //! Issues the copies of unit `u` (64 tokens from token tok0 of the sequence) into buf.
@@ -479,17 +479,13 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
   const int nmt = (vg.n + 15) >> 4;
   int it = 0;
   for (int u = warp; u < units; u += mma::warps, ++it) {
-    unsigned char* buf = stage0 + (mp.stages == 2 ? (it & 1) : 0) * mp.stage_bytes;
-    if (mp.stages == 2) {
-      if (u + mma::warps < units)
-        stage_unit(p, hm, ptab, tok_begin + (u + mma::warps) * mma::unit_tokens, stage0 + ((it + 1) & 1) * mp.stage_bytes, lane,
-                   krows, vrows, vbase);
-      cp_commit();
-      cp_wait<1>();
-    } else {
-      cp_wait<0>();
-    }
-    __syncwarp();
+    unsigned char* buf = stage0 + (it & 1) * mp.stage_bytes;
+    if (u + mma::warps < units)  // the next unit loads while this one is computed
+      stage_unit(p, hm, ptab, tok_begin + (u + mma::warps) * mma::unit_tokens, stage0 + ((it + 1) & 1) * mp.stage_bytes, lane,
+                 krows, vrows, vbase);
+    cp_commit();   // (an empty group when there is none: the count below stays right)
+    cp_wait<1>();  // all but the newest group: this unit's copies are done (this lane's)
+    __syncwarp();  // ... and every lane's
     const int tok0 = tok_begin + u * mma::unit_tokens;
     const int nvalid = tok_end - tok0;  // tokens of the unit inside the split (>= 1)
 
@@ -596,10 +592,6 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
     // ---- values
     values_dispatch(reinterpret_cast<const unsigned long long*>(buf + vbase + vg.code), vg, nmt, bw, s_ht, gid, tq, acc_v);
     __syncwarp();  // the stage buffer and wbuf are rewritten next
-    if (mp.stages == 1 && u + mma::warps < units) {
-      stage_unit(p, hm, ptab, tok_begin + (u + mma::warps) * mma::unit_tokens, stage0, lane, krows, vrows, vbase);
-      cp_commit();
-    }
   }
   cp_wait<0>();
   __syncwarp();
@@ -683,7 +675,6 @@ errc launch_split_mma(const decode_kparams& kp, const split_plan& sp, const mma_
   mma_kparams mp;
   mp.L = info.smem;
   mp.stage_bytes = info.stage_bytes;
-  mp.stages = info.stages;
   const std::size_t smem = static_cast<std::size_t>(info.smem.bytes);
   if (errc e = allow_smem(smem); e != errc::ok) return e;
   const dim3 grid(static_cast<unsigned>(sp.splits), static_cast<unsigned>(kp.Hkv * kp.hchunks), static_cast<unsigned>(kp.batch));

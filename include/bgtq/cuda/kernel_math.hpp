@@ -392,7 +392,7 @@ BGTQ_HOST_DEVICE constexpr int align16(int x) { return (x + 15) & ~15; }
 //! // qf [8] float                 per-head score factor 2^e (the queries are scaled by 2^-e)
 //! // kg [key groups + 1] mma_group   key groups, then the value group
 //! // ht [half_table] fp16         centroids of groups wider than 4 bits
-//! // warp w at warp0 + w * warp_bytes: [wbuf: 8 x 36 words][stage buffers: stages x stage_bytes]
+//! // warp w at warp0 + w * warp_bytes: [wbuf: 8 x 36 words][two stage buffers of stage_bytes]
 //! //   (after the scan the same bytes hold the warp's partial: m[8], l[8], acc[128][8] floats)`
 struct mma_smem {
   int qstride = 0;  //!< halves per query row: padded key coordinates + 8 (conflict-free B loads)
@@ -401,8 +401,7 @@ struct mma_smem {
 
 //! The layout for a layer whose heads need at most key_padded padded key coordinates,
 //! key_groups key groups, half_table wide-centroid halves and stage_bytes per stage.
-BGTQ_HOST_DEVICE constexpr mma_smem mma_smem_layout(int key_padded, int key_groups, int half_table, int stage_bytes,
-                                                    int stages) {
+BGTQ_HOST_DEVICE constexpr mma_smem mma_smem_layout(int key_padded, int key_groups, int half_table, int stage_bytes) {
   mma_smem s;
   s.qstride = key_padded + 8;
   int o = 0;
@@ -416,7 +415,7 @@ BGTQ_HOST_DEVICE constexpr mma_smem mma_smem_layout(int key_padded, int key_grou
   o = align16(o + half_table * 2);
   s.warp0 = o;
   s.stage0 = 8 * 36 * 4;  // after the weight buffer
-  const int scan = s.stage0 + stages * stage_bytes;
+  const int scan = s.stage0 + 2 * stage_bytes;
   const int partial = (16 + 128 * 8) * 4;
   s.warp_bytes = align16(scan > partial ? scan : partial);
   s.bytes = o + 4 * s.warp_bytes;

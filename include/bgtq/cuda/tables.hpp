@@ -185,8 +185,7 @@ struct mma_layer_info {
   int key_padded = 0;   //!< largest sum over a head's key groups of n rounded up to 16
   int key_groups = 0;   //!< largest key group count of a head
   int half_table = 0;   //!< largest sum over a head's groups wider than 4 bits of 2^bits
-  int stage_bytes = 0;  //!< largest stage image of a 64-token unit (mma_stage_of)
-  int stages = 2;       //!< stage buffers per warp: 2 (double buffering) or 1 when 2 do not fit
+  int stage_bytes = 0;  //!< largest stage image of a 64-token unit (mma_stage_of); two per warp
   mma_smem smem;        //!< the kernel's shared-memory layout
 };
 
@@ -235,12 +234,7 @@ inline mma_layer_info mma_layer_support(const device_tables& t, const cache_desc
     info.half_table = std::max(info.half_table, half);
     info.stage_bytes = std::max(info.stage_bytes, mma_stage_of(hm, t.groups.data(), P).bytes);
   }
-  info.stages = 2;
-  info.smem = mma_smem_layout(info.key_padded, info.key_groups, info.half_table, info.stage_bytes, 2);
-  if (info.smem.bytes > mma_max_smem) {
-    info.stages = 1;
-    info.smem = mma_smem_layout(info.key_padded, info.key_groups, info.half_table, info.stage_bytes, 1);
-  }
+  info.smem = mma_smem_layout(info.key_padded, info.key_groups, info.half_table, info.stage_bytes);
   if (info.smem.bytes > mma_max_smem) {
     std::snprintf(buf, sizeof buf, "tensor-core decode: %d bytes of shared memory needed (at most %d)", info.smem.bytes,
                   mma_max_smem);
