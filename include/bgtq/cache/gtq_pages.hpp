@@ -229,16 +229,7 @@ struct gtq_pages {
         constexpr bool blocked = false;
 #endif
         const int tchunks = (chunks + 3) / 4 * 4;
-        for (int hh = 0; hh < gb; ++hh) {
-          for (int c = 0; c < tchunks; ++c) {
-            simd::vf16 v = simd::zero();
-            if (c < chunks) {
-              const simd::vf16 r = load_radii16(radii + static_cast<std::size_t>(c) * 16u * rb, rb == 4);
-              v = simd::mul(simd::load(w + (h + hh) * P + static_cast<std::size_t>(c) * 16u), r);
-            }
-            simd::store(tmp + (blocked ? wr_offset(16 * c, hh, gb) : hh * P + static_cast<std::size_t>(c) * 16u), v);
-          }
-        }
+        fill_weights_radii(tmp, w + h * P, P, radii, rb, chunks, tchunks, gb, blocked, 0);
         float* acc_h = acc + (static_cast<std::size_t>(h) * s.dim() + static_cast<std::size_t>(s.coord_off[gi])) * 16u;
 #if defined(BGTQ_SIMD_CODES64)
         if constexpr (std::is_same_v<Layout, bit_plane_layout>) {
@@ -267,6 +258,24 @@ struct gtq_pages {
     }
   }
 
+  //! The value kernels' weights x radii for heads hh < gb of one page: tmp gets
+  //! w[hh * P + t] * r_t for the tokens of chunks [0, total) (16 tokens each), zero past
+  //! the first `valid` chunks, at wr_offset(t0 + t, hh, gb) when `blocked` (the 64-token
+  //! kernels' [block][hh][64] layout over a span of pages starting at token t0) or at
+  //! hh * P + t.
+  static void fill_weights_radii(float* tmp, const float* w, std::size_t P, const std::uint8_t* radii, std::size_t rb, int valid,
+                                 int total, int gb, bool blocked, int t0) {
+    for (int hh = 0; hh < gb; ++hh)
+      for (int c = 0; c < total; ++c) {
+        simd::vf16 v = simd::zero();
+        if (c < valid)
+          v = simd::mul(simd::load(w + static_cast<std::size_t>(hh) * P + static_cast<std::size_t>(c) * 16u),
+                        load_radii16(radii + static_cast<std::size_t>(c) * 16u * rb, rb == 4));
+        simd::store(tmp + (blocked ? wr_offset(t0 + 16 * c, hh, gb) : static_cast<std::size_t>(hh) * P + static_cast<std::size_t>(c) * 16u),
+                    v);
+      }
+  }
+
   //! accumulate_page over several pages at once: pages[0..npages) are full except the
   //! last (nvalid_last tokens); w is [page][G][P]. The accumulators are loaded and stored
   //! once per coordinate for the whole span instead of once per page. tmp: at least
@@ -287,15 +296,8 @@ struct gtq_pages {
           // page's valid chunks
           for (int p = 0; p < npages; ++p) {
             const int chunks = p + 1 < npages ? s.P / 16 : (nvalid_last + 15) / 16;
-            const std::uint8_t* radii = pages[p] + s.radii + gi * P * rb;
-            for (int hh = 0; hh < gb; ++hh)
-              for (int c = 0; c < s.P / 16; ++c) {
-                simd::vf16 v = simd::zero();
-                if (c < chunks)
-                  v = simd::mul(simd::load(w + (static_cast<std::size_t>(p) * G + static_cast<std::size_t>(h + hh)) * P + 16u * c),
-                                load_radii16(radii + static_cast<std::size_t>(c) * 16u * rb, rb == 4));
-                simd::store(tmp + wr_offset(p * s.P + 16 * c, hh, gb), v);
-              }
+            fill_weights_radii(tmp, w + (static_cast<std::size_t>(p) * G + static_cast<std::size_t>(h)) * P, P,
+                               pages[p] + s.radii + gi * P * rb, rb, chunks, s.P / 16, gb, true, p * s.P);
           }
           float* acc_h = acc + (static_cast<std::size_t>(h) * s.dim() + static_cast<std::size_t>(s.coord_off[gi])) * 16u;
           dispatch_bits(g.quantizer.bits(), [&](auto bits_c) {
