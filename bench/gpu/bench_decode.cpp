@@ -2,6 +2,10 @@
 //
 //   bench_decode --probe                 prints the device (exit 77 without one)
 //   bench_decode --check                 device checks vs the CPU reference (no Catch2 needed)
+//   --path both|cuda_cores|tensor_cores  which split kernels --check and the benchmark run
+//                                        (default both; run.sh uses one process per path)
+//   exit: 0 ok, 1 a failure, 2 usage, 3 the tensor-core output disagreed with the
+//   CUDA-core output (the table and JSON are still written), 77 no device
 //   bench_decode [--quick | --tiny] [--runs N] [--json FILE]   (--tiny: T 256/1024, batch 1/2,
 //                                        a dry run of the program, e.g. on the CPU emulator)
 //                                        device-to-device copy bandwidth, then packed decode
@@ -63,8 +67,13 @@ double median(std::vector<double> v) {
 
 // ------------------------------------------------------------------ --check
 
-int run_checks() {
+//! Which split kernels a run exercises (--path): separate processes per path keep a fault
+//! in one kernel (a sticky CUDA error) from losing the other's results (run.sh).
+enum class path_mode { both, cuda_cores, tensor_cores };
+
+int run_checks(path_mode mode) {
   std::vector<check_report> reps;
+  const bool cc = mode != path_mode::tensor_cores, tcs = mode != path_mode::cuda_cores;
   method mixed;
   mixed.name = "gtq-mixed-1..8";
   mixed.keys = key_kind::mixed;
@@ -82,6 +91,7 @@ int run_checks() {
   nc.norm_correction = true;
   nc.fp32_radius = true;
   for (int D : {64, 128}) {
+    if (!cc) break;
     shape s;
     s.head_dim = D;
     s.kv_heads = 3;
@@ -96,6 +106,7 @@ int run_checks() {
   for (int D : {64, 128})
     for (int G : {1, 4, 8})
       for (int batch : {1, 17}) {
+        if (!cc) break;
         std::vector<int> lengths;
         for (int i = 0; i < batch; ++i) lengths.push_back(batch == 1 ? 5000 : pool[(i * 3) % 5]);
         const shape s = decode_shape(D, 2, 2 * G, batch == 17 ? 4 : 0, batch == 17 ? 32 : 0, lengths);
@@ -103,36 +114,41 @@ int run_checks() {
       }
   for (int bits : {2, 3})
     for (int L : {1, 54, 97, 1000}) {
+      if (!cc) break;
       const shape s = decode_shape(128, 4, 16, 2, 16, {L}, 1);
       reps.push_back(gpu_check_decode(s, bits == 2 ? tq2 : tq3, {L}, bc::dtype::f16, bits == 2 ? 3 : 0, 20 + L));
     }
-  {
+  if (cc) {
     const shape s = decode_shape(128, 1, 16, 1, 8, {1000, 97, 5000}, 8);
     reps.push_back(gpu_check_decode(s, mixed, {1000, 97, 5000}, bc::dtype::bf16, 64, 30));
     reps.push_back(gpu_check_decode(decode_shape(64, 2, 8, 2, 8, {300, 1, 97}), mixed, {300, 1, 97}, bc::dtype::f16, 0, 31,
                                     1e-4, 5));
+    reps.push_back(gpu_check_energy(8, 2, 64, bgtq::rope_pairing::interleaved, 1000, bc::dtype::f32, 300, 40));
+    reps.push_back(gpu_check_energy(32, 8, 128, bgtq::rope_pairing::half, 517, bc::dtype::f16, 4096, 41));
   }
   // the tensor-core path (decode_path::tensor_cores, tolerance 3e-3: fp16 operands)
   const bc::decode_path tc = bc::decode_path::tensor_cores;
   for (int D : {64, 128})
     for (int G : {1, 4, 16}) {
+      if (!tcs) break;
       const std::vector<int> lengths{5000, 1, 54, 97, 1000, 130, 64};
       const shape s = decode_shape(D, 2, 2 * G, 4, 32, lengths);
       reps.push_back(gpu_check_decode(s, G == 4 ? greedy : mixed, lengths, bc::dtype::f32, 0, 50 + D + G, 3e-3, 0, tc));
     }
   for (int bits = 1; bits <= 8; ++bits) {
+    if (!tcs) break;
     method u = tq3;
     u.name = "tq" + std::to_string(bits);
     u.key_bits = u.value_bits = bits;
     const shape s = decode_shape(128, 2, 8, 2, 16, {1000, 97}, 1, bits % 3 == 0 ? 128 : 64);
     reps.push_back(gpu_check_decode(s, u, {1000, 97}, bc::dtype::f16, bits == 2 ? 7 : 0, 60 + bits, 3e-3, 0, tc));
   }
-  reps.push_back(gpu_check_decode(decode_shape(128, 1, 16, 1, 8, {1000, 97, 5000}, 8, 192), mixed, {1000, 97, 5000},
-                                  bc::dtype::bf16, 64, 70, 3e-3, 0, tc));
-  reps.push_back(gpu_check_decode(decode_shape(64, 2, 8, 2, 8, {300, 1, 97}), mixed, {300, 1, 97}, bc::dtype::f16, 0, 71,
-                                  3e-3, 5, tc));
-  reps.push_back(gpu_check_energy(8, 2, 64, bgtq::rope_pairing::interleaved, 1000, bc::dtype::f32, 300, 40));
-  reps.push_back(gpu_check_energy(32, 8, 128, bgtq::rope_pairing::half, 517, bc::dtype::f16, 4096, 41));
+  if (tcs) {
+    reps.push_back(gpu_check_decode(decode_shape(128, 1, 16, 1, 8, {1000, 97, 5000}, 8, 192), mixed, {1000, 97, 5000},
+                                    bc::dtype::bf16, 64, 70, 3e-3, 0, tc));
+    reps.push_back(gpu_check_decode(decode_shape(64, 2, 8, 2, 8, {300, 1, 97}), mixed, {300, 1, 97}, bc::dtype::f16, 0, 71,
+                                    3e-3, 5, tc));
+  }
   int failed = 0;
   for (const auto& r : reps) {
     std::printf("%s %s\n", r.ok ? "PASS" : "FAIL", r.what.c_str());
@@ -180,7 +196,7 @@ struct row {
   double vs_cuda_cores = -1;  //!< tensor-core rows: max |out_tc - out_cc| / max |out_cc| on the same cache and queries
 };
 
-int run_bench(bool quick, bool tiny, int runs, const std::string& json_path) {
+int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, path_mode mode) {
   int dev = 0;
   DIE_CUDA(cudaGetDevice(&dev));
   cudaDeviceProp prop{};
@@ -256,12 +272,15 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path) {
     const auto host = make_cache(s, md.m, 2024);
     bc::device_cache cache;
     DIE_ERRC(bc::device_cache::create(bc::describe(host, max_pages), cache));
-    std::vector<bc::decode_path> paths{bc::decode_path::cuda_cores};
+    std::vector<bc::decode_path> paths;
+    if (mode != path_mode::tensor_cores) paths.push_back(bc::decode_path::cuda_cores);
     const char* no_tc = nullptr;
-    if (cache.tensor_core_decode(0, &no_tc))
-      paths.push_back(bc::decode_path::tensor_cores);
-    else
-      std::fprintf(stderr, "bench_decode: %s %s: no tensor-core rows (%s)\n", md.label.c_str(), md.kv.c_str(), no_tc);
+    if (mode != path_mode::cuda_cores) {
+      if (cache.tensor_core_decode(0, &no_tc))
+        paths.push_back(bc::decode_path::tensor_cores);
+      else
+        std::fprintf(stderr, "bench_decode: %s %s: no tensor-core rows (%s)\n", md.label.c_str(), md.kv.c_str(), no_tc);
+    }
     const double head_bytes = static_cast<double>(cache.page_part_bytes(0, 0));
     // fill every page: token t of the pool -> slot t (pages in order)
     std::vector<std::int64_t> slots(static_cast<std::size_t>(chunk));
@@ -318,6 +337,12 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path) {
         a.workspace = ws;
         a.workspace_bytes = wsb;
         std::vector<float> out_cc;
+        if (mode == path_mode::tensor_cores) {  // the reference for vs_cuda_cores: one untimed CUDA-core run
+          a.path = bc::decode_path::cuda_cores;
+          DIE_ERRC(cache.decode_attention(a));
+          out_cc.resize(static_cast<std::size_t>(B) * Hq * D);
+          DIE_CUDA(cudaMemcpy(out_cc.data(), dout, out_cc.size() * 4, cudaMemcpyDeviceToHost));
+        }
         for (const bc::decode_path path : paths) {
           a.path = path;
           const bool tc = path == bc::decode_path::tensor_cores;
@@ -404,9 +429,9 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path) {
   DIE_CUDA(cudaEventDestroy(e0));
   DIE_CUDA(cudaEventDestroy(e1));
   for (void* p : {dk, dv, dslots, dq, dout, dpt, dqn}) DIE_CUDA(cudaFree(p));
-  if (mismatch) {
+  if (mismatch) {  // after the table and the JSON: the timings stay available
     std::fprintf(stderr, "bench_decode: the tensor-core path disagreed with the CUDA-core path (see above)\n");
-    return 1;
+    return 3;
   }
   return 0;
 }
@@ -415,6 +440,7 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path) {
 
 int main(int argc, char** argv) {
   bool check = false, quick = false, probe = false, tiny = false;
+  path_mode mode = path_mode::both;
   int runs = 25;
   std::string json;
   for (int i = 1; i < argc; ++i) {
@@ -431,8 +457,22 @@ int main(int argc, char** argv) {
       runs = std::max(20, std::atoi(argv[++i]));
     } else if (a == "--json" && i + 1 < argc) {
       json = argv[++i];
+    } else if (a == "--path" && i + 1 < argc) {
+      const std::string v = argv[++i];
+      if (v == "both") {
+        mode = path_mode::both;
+      } else if (v == "cuda_cores") {
+        mode = path_mode::cuda_cores;
+      } else if (v == "tensor_cores") {
+        mode = path_mode::tensor_cores;
+      } else {
+        std::fprintf(stderr, "bench_decode: --path must be both, cuda_cores or tensor_cores (got '%s')\n", v.c_str());
+        return 2;
+      }
     } else {
-      std::fprintf(stderr, "usage: bench_decode [--probe | --check | [--quick | --tiny] [--runs N>=20] [--json FILE]]\n");
+      std::fprintf(stderr,
+                   "usage: bench_decode [--probe | --check | [--quick | --tiny] [--runs N>=20] [--json FILE]] "
+                   "[--path both|cuda_cores|tensor_cores]\n");
       return 2;
     }
   }
@@ -446,5 +486,5 @@ int main(int argc, char** argv) {
     std::printf("%d CUDA device(s); device 0: %s\n", bgtq::cuda::device_count(), name);
     return 0;
   }
-  return check ? run_checks() : run_bench(quick, tiny, runs, json);
+  return check ? run_checks(mode) : run_bench(quick, tiny, runs, json, mode);
 }

@@ -10,7 +10,8 @@
 #   3. measures device-to-device copy bandwidth and times packed decode attention
 #      (bench_decode), then fp16 SDPA on the same shapes (sdpa.py), and prints ONE table.
 # Results go to $OUT (if set) or build-gpu/out: gpu_decode_table.txt, gpu_decode.json,
-# checks.txt, packed.json. Stops itself after 7 minutes (BGTQ_GPU_TIMEOUT seconds).
+# checks.txt, packed.json (CUDA-core split kernel), packed_tc.json (tensor-core split kernel;
+# each split kernel runs in its own process, so a fault in one keeps the other's results). Stops itself after 7 minutes (BGTQ_GPU_TIMEOUT seconds).
 # Environment: OUT, BGTQ_GPU_BUILD (work dir), BGTQ_GPU_ARCH (e.g. 90), BGTQ_GPU_CTEST=0
 # (skip the CMake/Catch2 path), BGTQ_GPU_QUICK=1 (T up to 32K only), BGTQ_GPU_TIMEOUT, CXX, CUDACXX.
 # Exit status: 0 all good, 1 a check failed or a step broke, 124 the time guard fired.
@@ -121,24 +122,41 @@ if [[ $use_ctest -eq 1 ]]; then
   fi
 fi
 if [[ $use_ctest -eq 0 ]]; then
-  "$WORK/bench_decode" --check 2>&1 | tee -a "$CHECKS" >&2 || checks_ok=0
+  # one process per split kernel: a fault in one (a sticky CUDA error) cannot hide the other's results
+  "$WORK/bench_decode" --check --path cuda_cores 2>&1 | tee -a "$CHECKS" >&2 || checks_ok=0
+  "$WORK/bench_decode" --check --path tensor_cores 2>&1 | tee -a "$CHECKS" >&2 || checks_ok=0
 fi
 if [[ $checks_ok -eq 1 ]]; then log "checks passed ($((SECONDS - START)) s)"; else log "CHECKS FAILED (see $CHECKS)"; fi
 
 # ---------------------------------------------------------------- 3. benchmark
 QUICK=()
 [[ "${BGTQ_GPU_QUICK:-0}" == "1" ]] && QUICK=(--quick)
-log "benchmark: copy bandwidth and packed decode attention"
-"$WORK/bench_decode" ${QUICK[@]+"${QUICK[@]}"} --runs 25 --json "$OUTDIR/packed.json" > "$OUTDIR/packed_table.txt" \
-  || die "bench_decode failed"
+log "benchmark: copy bandwidth and packed decode attention (CUDA-core split kernel)"
+"$WORK/bench_decode" ${QUICK[@]+"${QUICK[@]}"} --runs 25 --path cuda_cores --json "$OUTDIR/packed.json" \
+  > "$OUTDIR/packed_table.txt" || die "bench_decode (cuda_cores) failed"
+log "packed decode timed, CUDA cores ($((SECONDS - START)) s)"
+PACKED=(--packed "$OUTDIR/packed.json")
+log "benchmark: the tensor-core split kernel (compared with the CUDA-core output at every shape)"
+set +e
+"$WORK/bench_decode" ${QUICK[@]+"${QUICK[@]}"} --runs 25 --path tensor_cores --json "$OUTDIR/packed_tc.json" \
+  > "$OUTDIR/packed_tc_table.txt"
+tc_rc=$?
+set -e
+if [[ $tc_rc -eq 0 || $tc_rc -eq 3 ]]; then
+  PACKED+=(--packed "$OUTDIR/packed_tc.json")
+  [[ $tc_rc -eq 3 ]] && { checks_ok=0; log "TENSOR-CORE OUTPUT DISAGREES with the CUDA-core output (see above)"; }
+else
+  checks_ok=0
+  log "bench_decode (tensor_cores) failed with exit $tc_rc: the table has CUDA-core rows only"
+fi
 log "packed decode timed ($((SECONDS - START)) s)"
 PY="$(command -v python3 || command -v python || true)"
 if [[ -n "$PY" ]]; then
-  "$PY" "$ROOT/bench/gpu/sdpa.py" --packed "$OUTDIR/packed.json" --out "$OUTDIR" --runs 25 \
-    || { log "sdpa.py failed: packed-only table follows"; cat "$OUTDIR/packed_table.txt"; }
+  "$PY" "$ROOT/bench/gpu/sdpa.py" "${PACKED[@]}" --out "$OUTDIR" --runs 25 \
+    || { log "sdpa.py failed: packed-only tables follow"; cat "$OUTDIR/packed_table.txt" "$OUTDIR/packed_tc_table.txt" 2>/dev/null; }
 else
-  log "no python: packed-only table follows (no fp16 SDPA baseline)"
-  cat "$OUTDIR/packed_table.txt"
+  log "no python: packed-only tables follow (no fp16 SDPA baseline)"
+  cat "$OUTDIR/packed_table.txt" "$OUTDIR/packed_tc_table.txt" 2>/dev/null
 fi
 [[ $checks_ok -eq 1 ]] || echo "NOTE: the correctness checks FAILED; the timings above are not trustworthy (see $CHECKS)"
 log "done in $((SECONDS - START)) s"

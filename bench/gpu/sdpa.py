@@ -8,7 +8,7 @@ GQA without enable_gqa: the G query heads of a KV head are passed as a query "se
 of length G, q [B, Hkv, G, D], k/v [B, Hkv, T, D], no mask: exactly decode attention
 for every query head, and the form every SDPA backend accepts.
 
-Usage: sdpa.py --packed packed.json [--out DIR] [--runs N]
+Usage: sdpa.py --packed packed.json [--packed more.json ...] [--out DIR] [--runs N]
 Without PyTorch or a GPU the packed rows are still printed (fp16 columns "n/a").
 """
 import argparse
@@ -44,13 +44,22 @@ def time_sdpa(torch, F, B, Hkv, G, T, D, runs):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--packed", required=True, help="JSON written by bench_decode --json")
+    ap.add_argument("--packed", required=True, action="append",
+                    help="JSON written by bench_decode --json (repeat to merge runs, e.g. one per split kernel; "
+                         "device, copy bandwidth and shape come from the first)")
     ap.add_argument("--out", default=os.environ.get("OUT", ""), help="folder for the table and JSON")
     ap.add_argument("--runs", type=int, default=25, help="timed runs per shape (median, >= 20)")
     args = ap.parse_args()
     runs = max(20, args.runs)
-    with open(args.packed) as f:
-        packed = json.load(f)
+    packed = None
+    for path in args.packed:
+        with open(path) as f:
+            part = json.load(f)
+        if packed is None:
+            packed = part
+        else:
+            packed["rows"] = packed["rows"] + part["rows"]
+            packed["encode"] = packed.get("encode", []) + [e for e in part.get("encode", []) if e not in packed.get("encode", [])]
     Hq, Hkv, D = packed["shape"]["Hq"], packed["shape"]["Hkv"], packed["shape"]["D"]
     G = Hq // Hkv
     copy_bw = packed["copy_bw_Bps"]
