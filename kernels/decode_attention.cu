@@ -20,6 +20,7 @@
 
 #include <cmath>
 #include <limits>
+#include <type_traits>
 
 namespace bgtq::cuda {
 namespace {
@@ -457,11 +458,19 @@ __global__ void __launch_bounds__(decode_threads) merge_kernel(const decode_kpar
   if (tid + decode_threads < p.D) o[tid + decode_threads] = (fa * s_x[tid + decode_threads] + fb * w1) * inv;
 }
 
+//! f(std::integral_constant<int, GM>) for the instantiated head counts per CTA.
+template <class F>
+errc for_gm(int gm, const F& f) {
+  switch (gm) {
+    case 1: return f(std::integral_constant<int, 1>{});
+    case 2: return f(std::integral_constant<int, 2>{});
+    case 4: return f(std::integral_constant<int, 4>{});
+    default: return f(std::integral_constant<int, 8>{});
+  }
+}
+
 template <int GM>
 errc launch_split(const decode_kparams& kp, const split_plan& sp, std::size_t smem, bool overlap, cudaStream_t st) {
-  if (smem > 48u * 1024u)
-    BGTQ_CUDA_TRY(
-        cudaFuncSetAttribute(decode_split_kernel<GM>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
   const dim3 grid(static_cast<unsigned>(sp.splits), static_cast<unsigned>(kp.Hkv * kp.hchunks), static_cast<unsigned>(kp.batch));
   const dim3 block(decode_threads);
   BGTQ_CUDA_TRY(BGTQ_LAUNCH_OVERLAP(overlap, decode_split_kernel<GM>, grid, block, smem, st, kp));
@@ -518,9 +527,30 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
   kp.wlen = window ? a.window_len : nullptr;
   kp.wcap = window ? a.window_cap : 0;
   kp.scale = a.scale == 0.0f ? 1.0f / sqrtf(static_cast<float>(d.head_dim)) : a.scale;
-  // the tensor-core kernel's own plan: as many CTAs as are resident at once (never more
-  // splits than the caller's workspace was sized for by decode_plan)
-  const split_plan run = use_mma && a.splits == 0 ? mma_split_plan(p_->mma[l], kp.hchunks, *p_, a.batch, a.max_quantized, sp) : sp;
+  // before anything is enqueued: the kernels' shared-memory limits and, for the
+  // tensor-core kernel, its own plan (as many CTAs as are resident at once, never more
+  // splits than decode_plan sized the workspace for); automatic falls back to the
+  // CUDA-core kernel if the tensor-core kernel cannot be prepared
+  const int dev = p_->device;
+  const split_smem L = split_smem_layout(gm, p_->tables.key_coords[l], p_->tables.key_cent[l], p_->tables.value_cent[l],
+                                         p_->tables.value_groups[l]);
+  const std::size_t smem = static_cast<std::size_t>(L.floats) * 4u;
+  bool mma = use_mma;
+  split_plan run = sp;
+  if (mma) {
+    if (const errc pe = mma_prepare(*p_, a.layer, kp.hchunks, a.batch, a.max_quantized, a.splits, sp, run); pe != errc::ok) {
+      if (a.path == decode_path::tensor_cores) return pe;
+      (void)cudaGetLastError();
+      mma = false;
+      run = sp;
+    }
+  }
+  if (!mma)
+    if (const errc pe = for_gm(gm, [&](auto c) { return raise_max_dynamic_smem<decode_split_kernel<decltype(c)::value>>(dev, smem); });
+        pe != errc::ok)
+      return pe;
+  const std::size_t msmem = (3u * static_cast<std::size_t>(d.head_dim) + static_cast<std::size_t>(window ? a.window_cap : 1)) * 4u;
+  if (const errc pe = raise_max_dynamic_smem<merge_kernel>(dev, msmem); pe != errc::ok) return pe;
   kp.splits = run.splits;
   kp.tiles_per_split = run.tiles_per_split;
   std::uint8_t* ws = static_cast<std::uint8_t*>(a.workspace);
@@ -536,33 +566,22 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
     return detail::arg_fail(errc::invalid_argument, "decode_attention: max_pages_per_seq must be > 0");
   const cudaStream_t st = as_stream(stream);
 
-  // rotate, split and merge: the split and merge launches overlap their predecessor's tail
-  // on sm_90+ (programmatic dependent launch); rotate waits for the caller's earlier work.
+  // rotate, split and merge: on sm_90+ the split and merge launches overlap their
+  // predecessor's tail (programmatic dependent launch; only kernels whose code has the
+  // griddepcontrol wait, see runs_sm90_code); rotate waits for the caller's earlier work.
   const bool overlap = p_->cc_major >= 9;
   const dim3 head_grid(static_cast<unsigned>(d.q_heads), static_cast<unsigned>(a.batch));
   const dim3 block(decode_threads);
   BGTQ_LAUNCH(rotate_query_kernel, head_grid, block, static_cast<std::size_t>(d.head_dim + 1) * 4u, st, kp);
   BGTQ_CUDA_LAUNCHED("rotate_query_kernel");
 
-  errc e = errc::ok;
-  if (use_mma) {
-    e = launch_split_mma(kp, run, p_->mma[l], overlap, st);
-  } else {  // run == sp
-    const split_smem L = split_smem_layout(gm, kp.key_coords, kp.key_cent, kp.value_cent, kp.value_groups);
-    const std::size_t smem = static_cast<std::size_t>(L.floats) * 4u;
-    switch (gm) {
-      case 1: e = launch_split<1>(kp, sp, smem, overlap, st); break;
-      case 2: e = launch_split<2>(kp, sp, smem, overlap, st); break;
-      case 4: e = launch_split<4>(kp, sp, smem, overlap, st); break;
-      default: e = launch_split<8>(kp, sp, smem, overlap, st); break;
-    }
-  }
+  const errc e = mma ? launch_split_mma(kp, run, p_->mma[l], overlap, dev, st)
+                     : for_gm(gm, [&](auto c) {  // run == sp
+                         constexpr int GM = decltype(c)::value;
+                         return launch_split<GM>(kp, sp, smem, overlap && runs_sm90_code<decode_split_kernel<GM>>(dev), st);
+                       });
   if (e != errc::ok) return e;
-
-  const std::size_t msmem = (3u * static_cast<std::size_t>(d.head_dim) + static_cast<std::size_t>(kp.wcap > 0 ? kp.wcap : 1)) * 4u;
-  if (msmem > 48u * 1024u)
-    BGTQ_CUDA_TRY(cudaFuncSetAttribute(merge_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(msmem)));
-  BGTQ_CUDA_TRY(BGTQ_LAUNCH_OVERLAP(overlap, merge_kernel, head_grid, block, msmem, st, kp));
+  BGTQ_CUDA_TRY(BGTQ_LAUNCH_OVERLAP(overlap && runs_sm90_code<merge_kernel>(dev), merge_kernel, head_grid, block, msmem, st, kp));
   return errc::ok;
 }
 

@@ -39,16 +39,19 @@ __device__ __forceinline__ float warp_sum(float v) {
   return v;
 }
 
-//! The tensor-core kernel's split plan for an automatic split count: enough CTAs to fill
-//! every SM to the kernel's occupancy (one wave), at most `standard.splits` (the plan the
-//! workspace was sized for). Falls back to `standard` if the occupancy query fails.
-split_plan mma_split_plan(const mma_layer_info& info, int hchunks, const device_cache::impl& dev, int batch, long long max_quantized,
-                          const split_plan& standard) noexcept;
+//! Gets the tensor-core split kernel ready for `layer` on dev's device (raises its
+//! shared-memory limit, asks the occupancy API once per layer) and sets `out` to its
+//! split plan: `requested` > 0 keeps `standard`; 0 plans one full wave of resident CTAs,
+//! at most `standard.splits` (the plan the workspace was sized for). An error leaves
+//! `out` unchanged (automatic decode then falls back to the CUDA-core kernel).
+errc mma_prepare(const device_cache::impl& dev, int layer, int hchunks, int batch, long long max_quantized, int requested,
+                 const split_plan& standard, split_plan& out) noexcept;
 
-//! Launches the tensor-core split kernel (kernels/decode_mma.cu) for the plan `sp`,
-//! overlapping rotate_query_kernel's tail when `overlap` (BGTQ_LAUNCH_OVERLAP); the
-//! caller has checked mma_layer_support for the layer. Writes the same per-split
+//! Launches the tensor-core split kernel (kernels/decode_mma.cu) for the plan `sp` after
+//! mma_prepare, overlapping rotate_query_kernel's tail when `overlap` and the kernel's
+//! code has the griddepcontrol wait (BGTQ_LAUNCH_OVERLAP). Writes the same per-split
 //! partials (m, l, acc) as the CUDA-core split kernel, so the merge kernel is shared.
-errc launch_split_mma(const decode_kparams& kp, const split_plan& sp, const mma_layer_info& info, bool overlap, cudaStream_t st);
+errc launch_split_mma(const decode_kparams& kp, const split_plan& sp, const mma_layer_info& info, bool overlap, int device,
+                      cudaStream_t st);
 
 }  // namespace bgtq::cuda

@@ -66,7 +66,7 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
   std::memcpy(smem, gmem, 16);
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
 #endif
 }
 __device__ __forceinline__ void cp_async8(void* smem, const void* gmem) {
@@ -74,19 +74,19 @@ __device__ __forceinline__ void cp_async8(void* smem, const void* gmem) {
   std::memcpy(smem, gmem, 8);
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(gmem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(gmem) : "memory");
 #endif
 }
 __device__ __forceinline__ void cp_commit() {
 #if !defined(BGTQ_CUDA_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.commit_group;\n" ::);
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
 #endif
 }
 //! Waits until at most N of this thread's committed copy groups are pending.
 template <int N>
 __device__ __forceinline__ void cp_wait() {
 #if !defined(BGTQ_CUDA_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 #endif
 }
 
@@ -270,9 +270,8 @@ struct bfrag {
   std::uint32_t r[2][2][2];  // [chunk][k-tile][register]
 };
 
-__device__ __noinline__ frag4 values_wide_mtile(const unsigned long long* rows, const mma_group& vg, int mt, const bfrag bw,
-                                               const std::uint16_t* ht, int g, int tq, frag4 acc) {
-  const int n = vg.n, B = vg.bits;
+__device__ __noinline__ frag4 values_wide_mtile(const unsigned long long* rows, int n, int B, int mt, const bfrag bw,
+                                               const std::uint16_t* ht, int g, int tq, frag4 acc) {  // ht: the group's table
   const int j0 = min(16 * mt + g, n - 1), j1 = min(16 * mt + g + 8, n - 1);
 #pragma unroll
   for (int c = 0; c < 2; ++c)
@@ -284,8 +283,8 @@ __device__ __noinline__ frag4 values_wide_mtile(const unsigned long long* rows, 
         const int j = (r & 1) ? j1 : j0;
         const int kc = 2 * tq + 8 * (r >> 1);
         const int t0 = 32 * c + mma::value_token(kap, kc), t1 = 32 * c + mma::value_token(kap, kc + 1);
-        a[r] = static_cast<std::uint32_t>(ht[vg.half + stage_code(rows, j, B, t0)]) |
-               (static_cast<std::uint32_t>(ht[vg.half + stage_code(rows, j, B, t1)]) << 16);
+        a[r] = static_cast<std::uint32_t>(ht[stage_code(rows, j, B, t0)]) |
+               (static_cast<std::uint32_t>(ht[stage_code(rows, j, B, t1)]) << 16);
       }
       mma16816(acc.d, a, bw.r[c][kap][0], bw.r[c][kap][1]);
     }
@@ -302,7 +301,7 @@ __device__ __forceinline__ void values_wide(const unsigned long long* rows, cons
   for (int mt = 0; mt < mma::max_value_mtiles; ++mt) {
     if (mt >= nmt) break;
     frag4 f{{acc[mt][0], acc[mt][1], acc[mt][2], acc[mt][3]}};
-    f = values_wide_mtile(rows, vg, mt, b, ht, g, tq, f);
+    f = values_wide_mtile(rows, vg.n, vg.bits, mt, b, ht + vg.half, g, tq, f);
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[mt][e] = f.d[e];
   }
@@ -417,9 +416,8 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
         d.lo[i] = t.lo[i];
         d.hi[i] = t.hi[i];
       }
-    } else {
-      for (int v = 0; v < (1 << gm.bits); ++v) s_ht[d.half + v] = float_to_half_bits(p.cent[gm.cent + v]);
-    }
+    }  // wider codes: their fp16 tables are filled by every thread below
+    d.cent = gm.cent;
     s_g[tid] = d;
   }
   // ---- the warp's units
@@ -464,6 +462,11 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
   }
   for (int i = tid; i < 8 * L.qstride; i += 128) s_qh[i] = 0;
   __syncthreads();  // s_g, s_qf and the zeroed rows
+  for (int gi = 0; gi <= kcount; ++gi) {
+    const mma_group& d = s_g[gi];
+    if (d.bits > mma::max_lut_bits)
+      for (int v = tid; v < (1 << d.bits); v += 128) s_ht[d.half + v] = float_to_half_bits(p.cent[d.cent + v]);
+  }
   for (int gi = 0; gi < kcount; ++gi) {
     const mma_group d = s_g[gi];
     for (int i = tid; i < gcount * d.n; i += 128) {
@@ -649,37 +652,37 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
 
 }  // namespace
 
-namespace {
-errc allow_smem(std::size_t smem) {
-  if (smem > 48u * 1024u)
-    BGTQ_CUDA_TRY(cudaFuncSetAttribute(decode_split_mma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  return errc::ok;
-}
-}  // namespace
-
-split_plan mma_split_plan(const mma_layer_info& info, int hchunks, const device_cache::impl& dev, int batch, long long max_quantized,
-                          const split_plan& standard) noexcept {
+errc mma_prepare(const device_cache::impl& dev, int layer, int hchunks, int batch, long long max_quantized, int requested,
+                 const split_plan& standard, split_plan& out) noexcept {
+  const mma_layer_info& info = dev.mma[static_cast<std::size_t>(layer)];
   const std::size_t smem = static_cast<std::size_t>(info.smem.bytes);
-  int per_sm = 0;
-  if (allow_smem(smem) != errc::ok ||
-      cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_split_mma_kernel, mma::warps * 32, smem) != cudaSuccess ||
-      per_sm < 1) {
-    (void)cudaGetLastError();  // clear a failed query: the standard plan still works
-    return standard;
+  if (errc e = raise_max_dynamic_smem<decode_split_mma_kernel>(dev.device, smem); e != errc::ok) return e;
+  if (requested > 0) {
+    out = standard;
+    return errc::ok;
+  }
+  std::atomic<int>& cached = dev.mma_per_sm[static_cast<std::size_t>(layer)];
+  int per_sm = cached.load(std::memory_order_relaxed);
+  if (per_sm == 0) {
+    BGTQ_CUDA_TRY(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, decode_split_mma_kernel, mma::warps * 32, smem));
+    if (per_sm < 1) return detail::arg_fail(errc::unsupported, "tensor-core decode: no CTA fits on an SM (occupancy 0)");
+    cached.store(per_sm, std::memory_order_relaxed);
   }
   const split_plan sp = plan_splits(batch * dev.desc.kv_heads * hchunks, max_quantized, dev.sms, 0, per_sm);
-  return sp.splits <= standard.splits ? sp : standard;
+  out = sp.splits <= standard.splits ? sp : standard;
+  return errc::ok;
 }
 
-errc launch_split_mma(const decode_kparams& kp, const split_plan& sp, const mma_layer_info& info, bool overlap, cudaStream_t st) {
+errc launch_split_mma(const decode_kparams& kp, const split_plan& sp, const mma_layer_info& info, bool overlap, int device,
+                      cudaStream_t st) {
   mma_kparams mp;
   mp.L = info.smem;
   mp.stage_bytes = info.stage_bytes;
   const std::size_t smem = static_cast<std::size_t>(info.smem.bytes);
-  if (errc e = allow_smem(smem); e != errc::ok) return e;
   const dim3 grid(static_cast<unsigned>(sp.splits), static_cast<unsigned>(kp.Hkv * kp.hchunks), static_cast<unsigned>(kp.batch));
   const dim3 block(mma::warps * 32);
-  BGTQ_CUDA_TRY(BGTQ_LAUNCH_OVERLAP(overlap, decode_split_mma_kernel, grid, block, smem, st, kp, mp));
+  BGTQ_CUDA_TRY(BGTQ_LAUNCH_OVERLAP(overlap && runs_sm90_code<decode_split_mma_kernel>(device), decode_split_mma_kernel, grid,
+                                    block, smem, st, kp, mp));
   return errc::ok;
 }
 

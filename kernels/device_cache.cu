@@ -63,13 +63,26 @@ errc build(const cache_desc& d, device_cache::impl& m) {
   BGTQ_CUDA_TRY(cudaGetDevice(&m.device));
   BGTQ_CUDA_TRY(cudaDeviceGetAttribute(&m.sms, cudaDevAttrMultiProcessorCount, m.device));
   BGTQ_CUDA_TRY(cudaDeviceGetAttribute(&m.cc_major, cudaDevAttrComputeCapabilityMajor, m.device));
+  BGTQ_CUDA_TRY(cudaDeviceGetAttribute(&m.smem_optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, m.device));
   device_tables t = build_tables(d);
   for (int l = 0; l < d.layers; ++l) {
     std::string why;
-    m.mma.push_back(mma_layer_support(t, d, l, &why));
-    if (m.mma.back().ok && m.cc_major < 8) why = "tensor-core decode: the device is older than sm_80 (no mma.sync m16n8k16 / cp.async)";
-    m.mma_why.push_back(m.mma.back().ok && m.cc_major >= 8 ? std::string() : why);
+    const mma_layer_info info = mma_layer_support(t, d, l, &why);
+    if (info.ok && m.cc_major < 8) {
+      why = "tensor-core decode: the device is older than sm_80 (no mma.sync m16n8k16 / cp.async)";
+    } else if (info.ok && info.smem.bytes > m.smem_optin) {
+      char buf[160];
+      std::snprintf(buf, sizeof buf, "tensor-core decode: %d bytes of shared memory per CTA needed, the device allows %d",
+                    info.smem.bytes, m.smem_optin);
+      why = buf;
+    } else if (info.ok) {
+      why.clear();
+    }
+    m.mma.push_back(info);
+    m.mma_why.push_back(why);
   }
+  m.mma_per_sm = std::make_unique<std::atomic<int>[]>(static_cast<std::size_t>(d.layers));
+  for (int l = 0; l < d.layers; ++l) m.mma_per_sm[static_cast<std::size_t>(l)].store(0);
   m.pool_bytes = t.pool_bytes;
   if (m.pool_bytes > 0) {
     BGTQ_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&m.pool), m.pool_bytes));

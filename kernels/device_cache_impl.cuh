@@ -3,7 +3,9 @@
 // CUDA error plumbing and small device helpers.
 #include <cuda_runtime.h>
 
+#include <atomic>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -60,9 +62,11 @@ struct device_cache::impl {
   int device = 0;
   int sms = 1;
   int cc_major = 0;      // compute capability major (tensor-core decode needs 8+)
+  int smem_optin = 0;    // largest dynamic shared memory a CTA may opt into on this device
   device_tables tables;  // host copies of the uploaded tables (tables.hpp)
   std::vector<mma_layer_info> mma;  // per layer: can it take the tensor-core decode path
   std::vector<std::string> mma_why; // per layer: why not ("" when it can)
+  std::unique_ptr<std::atomic<int>[]> mma_per_sm;  // per layer: resident tensor-core CTAs per SM (0: not asked yet)
   // device allocations
   std::uint8_t* pool = nullptr;
   std::size_t pool_bytes = 0;
@@ -103,6 +107,45 @@ struct device_cache::impl {
 #else
 #define BGTQ_LAUNCH(kernel, grid, block, smem, stream, ...) kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
 #endif
+
+//! Raises Kernel's dynamic shared-memory limit on `device` to at least `bytes` (never
+//! lowers it, so host threads launching the same kernel with different sizes cannot
+//! undo each other; the process-wide maximum is remembered per device).
+template <auto Kernel>
+errc raise_max_dynamic_smem(int device, std::size_t bytes) {
+  static std::atomic<int> set[64];  // per device: the largest value set so far (0: the default 48 KB)
+  if (bytes <= 48u * 1024u) return errc::ok;
+  std::atomic<int>& cur = set[device >= 0 && device < 64 ? device : 0];
+  const int want = static_cast<int>(bytes);
+  int have = cur.load(std::memory_order_acquire);
+  while (have < want) {
+    BGTQ_CUDA_TRY(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, want));
+    if (cur.compare_exchange_weak(have, want, std::memory_order_acq_rel)) break;
+  }
+  return errc::ok;
+}
+
+//! True when the code `device` runs for Kernel was compiled for sm_90 or newer, i.e. it
+//! contains grid_dependency_wait's griddepcontrol.wait (a build without an sm_90 target
+//! JIT-compiles older PTX on Hopper: such a kernel must not be launched overlapped).
+template <auto Kernel>
+bool runs_sm90_code(int device) {
+#if defined(BGTQ_CUDA_EMULATION)
+  (void)device;
+  return false;
+#else
+  static std::atomic<int> known[64];  // per device: 0 not asked yet, 1 yes, 2 no
+  if (device < 0 || device >= 64) return false;
+  int k = known[device].load(std::memory_order_relaxed);
+  if (k == 0) {
+    cudaFuncAttributes fa{};
+    k = cudaFuncGetAttributes(&fa, Kernel) == cudaSuccess && fa.ptxVersion >= 90 ? 1 : 2;
+    (void)cudaGetLastError();
+    known[device].store(k, std::memory_order_relaxed);
+  }
+  return k == 1;
+#endif
+}
 
 //! Kernel launch that may overlap the previous kernel of the stream (programmatic
 //! dependent launch, sm_90+, when `overlap`): the kernel starts while its predecessor

@@ -219,6 +219,16 @@ TEST_CASE("tensor-core helpers: powers of two, stage images, shared-memory layou
   std::string why;
   REQUIRE_FALSE(mma_layer_support(t64, d64, 1, &why).ok);
   REQUIRE(why.find("layer") != std::string::npos);
+  // a hand-made layout the staging would misread (radii not where gtq_pages puts them)
+  device_tables bad = t64;
+  bad.groups[static_cast<std::size_t>(bad.heads[0].key_first)].radii += 8;
+  REQUIRE_FALSE(mma_layer_support(bad, d64, 0, &why).ok);
+  REQUIRE(why.find("page layout") != std::string::npos);
+  bad = t128;
+  bad.groups[static_cast<std::size_t>(bad.heads[0].value_first)].region += 8;  // not on a 16-byte row
+  REQUIRE_FALSE(mma_layer_support(bad, d128, 0, &why).ok);
+  REQUIRE(why.find("page layout") != std::string::npos);
+  REQUIRE(mma_layer_support(t128, d128, 0).ok);
 }
 
 #if defined(BGTQ_CUDA_EMULATION)

@@ -340,4 +340,21 @@ TEST_CASE("tensor-core decode: layers it cannot serve are refused (tensor_cores)
   bc::device_cache dev;
   REQUIRE(bc::device_cache::create(bc::describe(c), dev) == bgtq::errc::ok);
   REQUIRE(dev.tensor_core_decode(0));
+#if defined(BGTQ_CUDA_EMULATION)
+  // a device whose per-CTA shared memory is below the kernel's need (e.g. 99 KB on sm_86
+  // against a large layer): refused with the sizes, and automatic falls back
+  setenv("BGTQ_EMU_SMEM_OPTIN", "20000", 1);
+  bc::device_cache small;
+  REQUIRE(bc::device_cache::create(bc::describe(c), small) == bgtq::errc::ok);
+  const char* why = nullptr;
+  REQUIRE_FALSE(small.tensor_core_decode(0, &why));
+  REQUIRE(std::string(why).find("shared memory") != std::string::npos);
+  r = gpu_check_decode(s, tq_method(3), lengths, bc::dtype::f32, 0, 974, 1e-4, 0, bc::decode_path::automatic);
+  const check_report r2 = gpu_check_decode(s, tq_method(3), lengths, bc::dtype::f32, 0, 975, 1e-4, 0, bc::decode_path::tensor_cores);
+  unsetenv("BGTQ_EMU_SMEM_OPTIN");
+  INFO(r.what);
+  REQUIRE(r.ok);  // the CUDA-core kernel, at its exact tolerance
+  INFO(r2.what);
+  REQUIRE(r2.what.find("shared memory") != std::string::npos);
+#endif
 }

@@ -380,7 +380,8 @@ struct mma_group {
   int radii = 0;  //!< stage offset of the 64 fp16 radii
   int qoff = 0;   //!< keys: offset of the group in the fp16 query rows (16-aligned)
   int half = 0;   //!< widths > 4: offset of the fp16 centroids in the shared half table
-  int coord_off = 0, pad = 0;
+  int coord_off = 0;
+  int cent = 0;   //!< offset of the centroids in the cache's centroid table (wide groups fill ht from it)
   std::uint32_t lo[4] = {0u, 0u, 0u, 0u}, hi[4] = {0u, 0u, 0u, 0u};  //!< lut16 of the fp16 centroids
 };
 

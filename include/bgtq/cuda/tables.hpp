@@ -196,8 +196,9 @@ inline constexpr int mma_max_smem = 160 * 1024;
 //! and its sizes. Conditions (otherwise *why names the first one that fails): every
 //! head has at least one key group and exactly one value group of at most 128
 //! coordinates (head_dim <= 128 for TQ-MSE values), fp16 radii everywhere (the value
-//! weights w * r are fp16 operands), code regions on P/8-byte rows, and a shared-memory
-//! layout within mma_max_smem.
+//! weights w * r are fp16 operands), the gtq_pages layout (code rows of P/8 bytes, then
+//! each group's radii in order), and a shared-memory layout within mma_max_smem (the
+//! device's own opt-in limit is checked by device_cache::create).
 inline mma_layer_info mma_layer_support(const device_tables& t, const cache_desc& d, int layer, std::string* why = nullptr) {
   mma_layer_info info;
   char buf[256];
@@ -221,13 +222,22 @@ inline mma_layer_info mma_layer_support(const device_tables& t, const cache_desc
       return fail(buf);
     }
     int padded = 0, half = 0;
-    for (int i = 0; i < hm.key_count + 1; ++i) {
-      const group_meta& g = t.groups[static_cast<std::size_t>(i < hm.key_count ? hm.key_first + i : hm.value_first)];
-      if (g.fp32_radius) return fail("tensor-core decode: fp32 radii (the path multiplies fp16 weights x radii)");
-      if (g.region % static_cast<std::uint32_t>(P / 8) != 0 || (static_cast<std::uint64_t>(g.radii) * 64u) % static_cast<std::uint64_t>(P) != 0)
-        return fail("tensor-core decode: a code region is not on P/8-byte rows");
-      if (i < hm.key_count) padded += (g.n + 15) & ~15;
-      if (g.bits > mma::max_lut_bits) half += 1 << g.bits;
+    for (int part = 0; part < 2; ++part) {
+      // the staging copies a part's code rows [0, first radii) and 64 radii per group at
+      // radii_0 + 2 P i: the gtq_pages layout (codes, then the groups' fp16 radii in order)
+      const int first = part == 0 ? hm.key_first : hm.value_first, count = part == 0 ? hm.key_count : 1;
+      const std::uint32_t radii0 = t.groups[static_cast<std::size_t>(first)].radii;
+      for (int i = 0; i < count; ++i) {
+        const group_meta& g = t.groups[static_cast<std::size_t>(first + i)];
+        if (g.fp32_radius) return fail("tensor-core decode: fp32 radii (the path multiplies fp16 weights x radii)");
+        const std::uint32_t row = static_cast<std::uint32_t>(P / 8);
+        const std::size_t code_end = static_cast<std::size_t>(g.region) + bit_plane_bytes(g.n, g.bits, P);
+        if (g.region % row != 0 || radii0 % row != 0 || code_end > radii0 ||
+            g.radii != radii0 + static_cast<std::uint32_t>(2 * P * i))
+          return fail("tensor-core decode: the page layout is not codes on P/8-byte rows followed by each group's fp16 radii");
+        if (part == 0) padded += (g.n + 15) & ~15;
+        if (g.bits > mma::max_lut_bits) half += 1 << g.bits;
+      }
     }
     info.key_padded = std::max(info.key_padded, padded);
     info.key_groups = std::max(info.key_groups, hm.key_count);

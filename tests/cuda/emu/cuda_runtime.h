@@ -74,7 +74,11 @@ enum cudaMemcpyKind : int {
   cudaMemcpyDeviceToDevice = 3,
   cudaMemcpyDefault = 4
 };
-enum cudaDeviceAttr : int { cudaDevAttrMultiProcessorCount = 16, cudaDevAttrComputeCapabilityMajor = 75 };
+enum cudaDeviceAttr : int {
+  cudaDevAttrMultiProcessorCount = 16,
+  cudaDevAttrComputeCapabilityMajor = 75,
+  cudaDevAttrMaxSharedMemoryPerBlockOptin = 97
+};
 enum cudaFuncAttribute : int { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
 struct cudaDeviceProp {
   char name[256];
@@ -273,6 +277,10 @@ inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
     *v = bgtq_emu::emulated_sms;
   } else if (a == cudaDevAttrComputeCapabilityMajor) {
     *v = 9;  // like an H100/H200: the tensor-core decode path is available
+  } else if (a == cudaDevAttrMaxSharedMemoryPerBlockOptin) {
+    // sm_90's 227 KB; BGTQ_EMU_SMEM_OPTIN=<bytes> emulates a smaller device (tests)
+    const char* e = std::getenv("BGTQ_EMU_SMEM_OPTIN");
+    *v = e != nullptr && *e != 0 ? std::atoi(e) : static_cast<int>(bgtq_emu::max_dynamic_smem);
   } else {
     return cudaErrorInvalidValue;
   }
