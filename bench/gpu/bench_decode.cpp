@@ -65,6 +65,18 @@ double median(std::vector<double> v) {
   return v.empty() ? 0.0 : (v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]));
 }
 
+//! Seconds between CUDA events recorded around f() on the default stream.
+template <class F>
+double event_seconds(cudaEvent_t e0, cudaEvent_t e1, const F& f) {
+  DIE_CUDA(cudaEventRecord(e0));
+  f();
+  DIE_CUDA(cudaEventRecord(e1));
+  DIE_CUDA(cudaEventSynchronize(e1));
+  float ms = 0;
+  DIE_CUDA(cudaEventElapsedTime(&ms, e0, e1));
+  return ms * 1e-3;
+}
+
 // ------------------------------------------------------------------ --check
 
 //! Which split kernels a run exercises (--path): separate processes per path keep a fault
@@ -170,15 +182,8 @@ double copy_bandwidth(std::size_t bytes, int runs) {
   DIE_CUDA(cudaEventCreate(&e1));
   for (int i = 0; i < 3; ++i) DIE_CUDA(cudaMemcpy(b, a, bytes, cudaMemcpyDeviceToDevice));
   std::vector<double> t;
-  for (int i = 0; i < runs; ++i) {
-    DIE_CUDA(cudaEventRecord(e0));
-    DIE_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice));
-    DIE_CUDA(cudaEventRecord(e1));
-    DIE_CUDA(cudaEventSynchronize(e1));
-    float ms = 0;
-    DIE_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-    t.push_back(ms * 1e-3);
-  }
+  for (int i = 0; i < runs; ++i)
+    t.push_back(event_seconds(e0, e1, [&] { DIE_CUDA(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice)); }));
   DIE_CUDA(cudaEventDestroy(e0));
   DIE_CUDA(cudaEventDestroy(e1));
   DIE_CUDA(cudaFree(a));
@@ -295,13 +300,7 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, pat
       a.k = dk;
       a.v = dv;
       a.slot_mapping = static_cast<const std::int64_t*>(dslots);
-      DIE_CUDA(cudaEventRecord(e0));
-      DIE_ERRC(cache.encode_append(a));
-      DIE_CUDA(cudaEventRecord(e1));
-      DIE_CUDA(cudaEventSynchronize(e1));
-      float ms = 0;
-      DIE_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-      enc_t.push_back(ms * 1e-3);
+      enc_t.push_back(event_seconds(e0, e1, [&] { DIE_ERRC(cache.encode_append(a)); }));
     }
     {
       const double t = median(enc_t);
@@ -349,15 +348,7 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, pat
           for (int i = 0; i < 3; ++i) DIE_ERRC(cache.decode_attention(a));
           DIE_CUDA(cudaDeviceSynchronize());
           std::vector<double> t;
-          for (int i = 0; i < runs; ++i) {
-            DIE_CUDA(cudaEventRecord(e0));
-            DIE_ERRC(cache.decode_attention(a));
-            DIE_CUDA(cudaEventRecord(e1));
-            DIE_CUDA(cudaEventSynchronize(e1));
-            float ms = 0;
-            DIE_CUDA(cudaEventElapsedTime(&ms, e0, e1));
-            t.push_back(ms * 1e-3);
-          }
+          for (int i = 0; i < runs; ++i) t.push_back(event_seconds(e0, e1, [&] { DIE_ERRC(cache.decode_attention(a)); }));
           std::vector<float> out(static_cast<std::size_t>(B) * Hq * D);
           DIE_CUDA(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost));
           for (float x : out)
