@@ -470,10 +470,10 @@ errc for_gm(int gm, const F& f) {
 }
 
 template <int GM>
-errc launch_split(const decode_kparams& kp, const split_plan& sp, std::size_t smem, bool overlap, cudaStream_t st) {
+errc launch_split(const decode_kparams& kp, const split_plan& sp, std::size_t smem, int device, cudaStream_t st) {
   const dim3 grid(static_cast<unsigned>(sp.splits), static_cast<unsigned>(kp.Hkv * kp.hchunks), static_cast<unsigned>(kp.batch));
   const dim3 block(decode_threads);
-  BGTQ_CUDA_TRY(BGTQ_LAUNCH_OVERLAP(overlap, decode_split_kernel<GM>, grid, block, smem, st, kp));
+  BGTQ_CUDA_TRY(BGTQ_LAUNCH_OVERLAP(device, decode_split_kernel<GM>, grid, block, smem, st, kp));
   return errc::ok;
 }
 
@@ -502,7 +502,7 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
                  errc::invalid_argument, "decode_attention: unknown decode_path");
   const std::string& no_mma = p_->mma_why[static_cast<std::size_t>(a.layer)];
   if (a.path == decode_path::tensor_cores && !no_mma.empty()) return detail::arg_fail(errc::unsupported, no_mma.c_str());
-  const bool use_mma = a.path != decode_path::cuda_cores && no_mma.empty();
+  bool mma = a.path != decode_path::cuda_cores && no_mma.empty();  // may still fall back below (automatic)
   const split_plan sp = decode_plan(a.batch, a.max_quantized, a.splits);
   const decode_workspace_layout wl = decode_workspace(a.batch, d.q_heads, d.head_dim, sp.splits);
   BGTQ_ARG_CHECK(a.workspace != nullptr && a.workspace_bytes >= wl.bytes, errc::invalid_argument,
@@ -535,7 +535,6 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
   const split_smem L = split_smem_layout(gm, p_->tables.key_coords[l], p_->tables.key_cent[l], p_->tables.value_cent[l],
                                          p_->tables.value_groups[l]);
   const std::size_t smem = static_cast<std::size_t>(L.floats) * 4u;
-  bool mma = use_mma;
   split_plan run = sp;
   if (mma) {
     if (const errc pe = mma_prepare(*p_, a.layer, kp.hchunks, a.batch, a.max_quantized, a.splits, sp, run); pe != errc::ok) {
@@ -567,21 +566,16 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
   const cudaStream_t st = as_stream(stream);
 
   // rotate, split and merge: on sm_90+ the split and merge launches overlap their
-  // predecessor's tail (programmatic dependent launch; only kernels whose code has the
-  // griddepcontrol wait, see runs_sm90_code); rotate waits for the caller's earlier work.
-  const bool overlap = p_->cc_major >= 9;
+  // predecessor's tail (BGTQ_LAUNCH_OVERLAP); rotate waits for the caller's earlier work.
   const dim3 head_grid(static_cast<unsigned>(d.q_heads), static_cast<unsigned>(a.batch));
   const dim3 block(decode_threads);
   BGTQ_LAUNCH(rotate_query_kernel, head_grid, block, static_cast<std::size_t>(d.head_dim + 1) * 4u, st, kp);
   BGTQ_CUDA_LAUNCHED("rotate_query_kernel");
 
-  const errc e = mma ? launch_split_mma(kp, run, p_->mma[l], overlap, dev, st)
-                     : for_gm(gm, [&](auto c) {  // run == sp
-                         constexpr int GM = decltype(c)::value;
-                         return launch_split<GM>(kp, sp, smem, overlap && runs_sm90_code<decode_split_kernel<GM>>(dev), st);
-                       });
+  const errc e = mma ? launch_split_mma(kp, run, p_->mma[l], dev, st)
+                     : for_gm(gm, [&](auto c) { return launch_split<decltype(c)::value>(kp, sp, smem, dev, st); });  // run == sp
   if (e != errc::ok) return e;
-  BGTQ_CUDA_TRY(BGTQ_LAUNCH_OVERLAP(overlap && runs_sm90_code<merge_kernel>(dev), merge_kernel, head_grid, block, msmem, st, kp));
+  BGTQ_CUDA_TRY(BGTQ_LAUNCH_OVERLAP(dev, merge_kernel, head_grid, block, msmem, st, kp));
   return errc::ok;
 }
 

@@ -48,10 +48,9 @@ errc mma_prepare(const device_cache::impl& dev, int layer, int hchunks, int batc
                  const split_plan& standard, split_plan& out) noexcept;
 
 //! Launches the tensor-core split kernel (kernels/decode_mma.cu) for the plan `sp` after
-//! mma_prepare, overlapping rotate_query_kernel's tail when `overlap` and the kernel's
-//! code has the griddepcontrol wait (BGTQ_LAUNCH_OVERLAP). Writes the same per-split
-//! partials (m, l, acc) as the CUDA-core split kernel, so the merge kernel is shared.
-errc launch_split_mma(const decode_kparams& kp, const split_plan& sp, const mma_layer_info& info, bool overlap, int device,
-                      cudaStream_t st);
+//! mma_prepare, overlapping rotate_query_kernel's tail where it can (BGTQ_LAUNCH_OVERLAP).
+//! Writes the same per-split partials (m, l, acc) as the CUDA-core split kernel, so the
+//! merge kernel is shared.
+errc launch_split_mma(const decode_kparams& kp, const split_plan& sp, const mma_layer_info& info, int device, cudaStream_t st);
 
 }  // namespace bgtq::cuda

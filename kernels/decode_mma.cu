@@ -141,9 +141,31 @@ __device__ __forceinline__ void key_tiles(const mma_group& kg, const std::uint32
   }
 }
 
-// A halves for codes of B <= 4 bits: the two coordinates' planes (rows j*B + k of the
-// stage: 8 bytes = plane k of coordinate j for the unit's 64 tokens, chunk 0 in the low
-// word) -> key_selector per chunk -> byte-permute lookups.
+//! The B plane rows of coordinates ja and jb (row j*B + k of a part's stage: 8 bytes =
+//! plane k of coordinate j for the unit's 64 tokens, chunk 0 in the low word).
+template <int B>
+__device__ __forceinline__ void load_planes(const unsigned long long* rows, int ja, int jb, unsigned long long (&wa)[B],
+                                            unsigned long long (&wb)[B]) {
+#pragma unroll
+  for (int k = 0; k < B; ++k) {
+    wa[k] = rows[ja * B + k];
+    wb[k] = rows[jb * B + k];
+  }
+}
+
+//! The 32-bit plane words of chunk c (tokens 32c .. 32c+31) of both coordinates.
+template <int B>
+__device__ __forceinline__ void chunk_words(const unsigned long long (&wa)[B], const unsigned long long (&wb)[B], int c,
+                                            std::uint32_t (&xa)[B], std::uint32_t (&xb)[B]) {
+#pragma unroll
+  for (int k = 0; k < B; ++k) {
+    xa[k] = static_cast<std::uint32_t>(wa[k] >> (32 * c));
+    xb[k] = static_cast<std::uint32_t>(wb[k] >> (32 * c));
+  }
+}
+
+// A halves for codes of B <= 4 bits: the two coordinates' planes -> key_selector per
+// chunk -> byte-permute lookups.
 template <int B>
 struct key_lut_build {
   const unsigned long long* rows;
@@ -151,19 +173,11 @@ struct key_lut_build {
   int g;
   __device__ __forceinline__ void operator()(int ja, int jb, int p, std::uint32_t (&a)[4][4]) const {
     unsigned long long wa[B], wb[B];
-#pragma unroll
-    for (int k = 0; k < B; ++k) {
-      wa[k] = rows[ja * B + k];
-      wb[k] = rows[jb * B + k];
-    }
+    load_planes<B>(rows, ja, jb, wa, wb);
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       std::uint32_t xa[B], xb[B];
-#pragma unroll
-      for (int k = 0; k < B; ++k) {
-        xa[k] = static_cast<std::uint32_t>(wa[k] >> (32 * c));
-        xb[k] = static_cast<std::uint32_t>(wb[k] >> (32 * c));
-      }
+      chunk_words<B>(wa, wb, c, xa, xb);
       const std::uint32_t sel = mma::key_selector<B>(xa, xb, g);
       std::uint32_t lo, hi;
       mma::lookup_bytes<B>(sel, t, lo, hi);
@@ -221,12 +235,16 @@ __device__ __noinline__ frag16 key_group_wide(const unsigned long long* rows, co
 
 // ---------------------------------------------------------------- values
 
+//! The lane's B registers (weights x radii) of a unit: [chunk][k-tile][register].
+struct bfrag {
+  std::uint32_t r[2][2][2];
+};
+
 // acc[mt] += A(codes of value coordinates 16mt + (0..15)) x B(weights x radii) for the
-// unit's 4 k-tiles; bw[c][kap][r]: the lane's B registers of chunk c, k-tile kap.
+// unit's 4 k-tiles; bw.r[c][kap]: the lane's B registers of chunk c, k-tile kap.
 template <int B>
 __device__ __forceinline__ void values_lut(const unsigned long long* rows, const mma_group& vg, int nmt,
-                                           const std::uint32_t (&bw)[2][2][2], int g, int tq,
-                                           float (&acc)[mma::max_value_mtiles][4]) {
+                                           const bfrag& bw, int g, int tq, float (&acc)[mma::max_value_mtiles][4]) {
   const lut16 t = load_lut(vg);
   const int n = vg.n;
 #pragma unroll
@@ -234,19 +252,11 @@ __device__ __forceinline__ void values_lut(const unsigned long long* rows, const
     if (mt >= nmt) break;
     const int j0 = min(16 * mt + g, n - 1), j1 = min(16 * mt + g + 8, n - 1);  // rows past n are not written out
     unsigned long long w0[B], w1[B];
-#pragma unroll
-    for (int k = 0; k < B; ++k) {
-      w0[k] = rows[j0 * B + k];
-      w1[k] = rows[j1 * B + k];
-    }
+    load_planes<B>(rows, j0, j1, w0, w1);
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       std::uint32_t x0[B], x1[B];
-#pragma unroll
-      for (int k = 0; k < B; ++k) {
-        x0[k] = static_cast<std::uint32_t>(w0[k] >> (32 * c));
-        x1[k] = static_cast<std::uint32_t>(w1[k] >> (32 * c));
-      }
+      chunk_words<B>(w0, w1, c, x0, x1);
       const std::uint32_t s0 = mma::value_selector<B>(x0, tq);
       const std::uint32_t s1 = mma::value_selector<B>(x1, tq);
 #pragma unroll
@@ -256,18 +266,15 @@ __device__ __forceinline__ void values_lut(const unsigned long long* rows, const
         mma::value_pairs(lo, hi, a[0], a[2]);
         mma::lookup_bytes<B>(s1 >> (16 * kap), t, lo, hi);
         mma::value_pairs(lo, hi, a[1], a[3]);
-        mma16816(acc[mt], a, bw[c][kap][0], bw[c][kap][1]);
+        mma16816(acc[mt], a, bw.r[c][kap][0], bw.r[c][kap][1]);
       }
     }
   }
 }
 
-//! One value m-tile's accumulators and the lane's B registers of a unit, by value.
+//! One value m-tile's accumulators, by value.
 struct frag4 {
   float d[4];
-};
-struct bfrag {
-  std::uint32_t r[2][2][2];  // [chunk][k-tile][register]
 };
 
 __device__ __noinline__ frag4 values_wide_mtile(const unsigned long long* rows, int n, int B, int mt, const bfrag bw,
@@ -291,25 +298,20 @@ __device__ __noinline__ frag4 values_wide_mtile(const unsigned long long* rows, 
   return acc;
 }
 
-__device__ __forceinline__ void values_wide(const unsigned long long* rows, const mma_group& vg, int nmt,
-                                            const std::uint32_t (&bw)[2][2][2], const std::uint16_t* ht, int g, int tq,
-                                            float (&acc)[mma::max_value_mtiles][4]) {
-  bfrag b;
-#pragma unroll
-  for (int i = 0; i < 8; ++i) b.r[i >> 2][(i >> 1) & 1][i & 1] = bw[i >> 2][(i >> 1) & 1][i & 1];
+__device__ __forceinline__ void values_wide(const unsigned long long* rows, const mma_group& vg, int nmt, const bfrag& bw,
+                                            const std::uint16_t* ht, int g, int tq, float (&acc)[mma::max_value_mtiles][4]) {
 #pragma unroll
   for (int mt = 0; mt < mma::max_value_mtiles; ++mt) {
     if (mt >= nmt) break;
     frag4 f{{acc[mt][0], acc[mt][1], acc[mt][2], acc[mt][3]}};
-    f = values_wide_mtile(rows, vg.n, vg.bits, mt, b, ht + vg.half, g, tq, f);
+    f = values_wide_mtile(rows, vg.n, vg.bits, mt, bw, ht + vg.half, g, tq, f);
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[mt][e] = f.d[e];
   }
 }
 
-__device__ __forceinline__ void values_dispatch(const unsigned long long* rows, const mma_group& vg, int nmt,
-                                                const std::uint32_t (&bw)[2][2][2], const std::uint16_t* ht, int g, int tq,
-                                                float (&acc)[mma::max_value_mtiles][4]) {
+__device__ __forceinline__ void values_dispatch(const unsigned long long* rows, const mma_group& vg, int nmt, const bfrag& bw,
+                                                const std::uint16_t* ht, int g, int tq, float (&acc)[mma::max_value_mtiles][4]) {
   switch (vg.bits) {
     case 1: values_lut<1>(rows, vg, nmt, bw, g, tq, acc); break;
     case 2: values_lut<2>(rows, vg, nmt, bw, g, tq, acc); break;
@@ -344,29 +346,32 @@ struct mma_kparams {
   int stage_bytes;  // one of the two stage buffers of a warp
 };
 
-//! Issues the copies of unit `u` (64 tokens from token tok0 of the sequence) into buf.
-__device__ __forceinline__ void stage_unit(const decode_kparams& p, const head_meta& hm, const int* ptab, int tok0,
-                                           unsigned char* buf, int lane, int krows, int vrows, int vbase) {
+//! Copies one part (keys or values) of a unit at P > 64: its `rows` code rows (8 bytes
+//! each: the unit's 64 tokens) and 64 fp16 radii per group, into the part's stage image.
+__device__ __forceinline__ void stage_part(const decode_kparams& p, const std::uint8_t* part, int rows, int first, int count,
+                                           int tok0, unsigned char* dst, int lane) {
   const int P = p.P;
-  const std::uint8_t* part = p.pool + hm.offset + static_cast<std::size_t>(ptab[tok0 / P]) * hm.page_bytes;
-  if (P == 64) {  // the page part is the image: 16-byte copies
+  const int row = P / 8;            // bytes of a code row in the page
+  const int off = (tok0 % P) / 8;   // this unit's 8 bytes in each row
+  for (int r = lane; r < rows; r += 32) cp_async8(dst + 8 * r, part + static_cast<std::size_t>(r) * row + off);
+  for (int i = lane; i < count * 16; i += 32) {
+    const group_meta& g = p.groups[first + i / 16];
+    cp_async8(dst + mma_stage_offset(g.radii, P) + 8 * (i % 16), part + g.radii + 2 * (tok0 % P) + 8 * (i % 16));
+  }
+}
+
+//! Issues the copies of the unit of 64 tokens from token tok0 of the sequence into buf
+//! (the stage image `st` of head hm).
+__device__ __forceinline__ void stage_unit(const decode_kparams& p, const head_meta& hm, const mma_stage& st, const int* ptab,
+                                           int tok0, unsigned char* buf, int lane) {
+  const std::uint8_t* part = p.pool + hm.offset + static_cast<std::size_t>(ptab[tok0 / p.P]) * hm.page_bytes;
+  if (p.P == 64) {  // the page part is the image: 16-byte copies
     const int n16 = static_cast<int>(hm.page_bytes) >> 4;
     for (int i = lane; i < n16; i += 32) cp_async16(buf + 16 * i, part + 16 * i);
     return;
   }
-  const int row = P / 8;         // bytes of a code row in the page
-  const int off = (tok0 % P) / 8;  // this unit's 8 bytes in each row
-  for (int r = lane; r < krows; r += 32) cp_async8(buf + 8 * r, part + static_cast<std::size_t>(r) * row + off);
-  for (int i = lane; i < hm.key_count * 16; i += 32) {
-    const group_meta& g = p.groups[hm.key_first + i / 16];
-    cp_async8(buf + mma_stage_offset(g.radii, P) + 8 * (i % 16), part + g.radii + 2 * (tok0 % P) + 8 * (i % 16));
-  }
-  const std::uint8_t* vpart = part + hm.value_offset;
-  for (int r = lane; r < vrows; r += 32) cp_async8(buf + vbase + 8 * r, vpart + static_cast<std::size_t>(r) * row + off);
-  for (int i = lane; i < hm.value_count * 16; i += 32) {
-    const group_meta& g = p.groups[hm.value_first + i / 16];
-    cp_async8(buf + vbase + mma_stage_offset(g.radii, P) + 8 * (i % 16), vpart + g.radii + 2 * (tok0 % P) + 8 * (i % 16));
-  }
+  stage_part(p, part, st.key_rows, hm.key_first, hm.key_count, tok0, buf, lane);
+  stage_part(p, part + hm.value_offset, st.value_rows, hm.value_first, hm.value_count, tok0, buf + st.value_base, lane);
 }
 
 __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_kparams p, const mma_kparams mp) {
@@ -409,7 +414,7 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
       if (e.bits > mma::max_lut_bits) d.half += 1 << e.bits;
     }
     if (gm.bits <= mma::max_lut_bits) {
-      std::uint16_t hc[16];
+      std::uint16_t hc[16];  // all 16 (a constant trip count keeps the array in registers)
       for (int v = 0; v < 16; ++v) hc[v] = v < (1 << gm.bits) ? float_to_half_bits(p.cent[gm.cent + v]) : std::uint16_t{0};
       const lut16 t = mma::make_lut(hc, gm.bits);
       for (int i = 0; i < 4; ++i) {
@@ -429,9 +434,8 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
   unsigned char* wregion = smem + L.warp0 + warp * L.warp_bytes;
   std::uint32_t* wbuf = reinterpret_cast<std::uint32_t*>(wregion);
   unsigned char* stage0 = wregion + L.stage0;
-  const int krows = hm.key_count > 0 ? mma_stage_offset(p.groups[hm.key_first].radii, P) / 8 : 0;
-  const int vrows = hm.value_count > 0 ? mma_stage_offset(p.groups[hm.value_first].radii, P) / 8 : 0;
-  const int vbase = mma_stage_of(hm, p.groups, P).value_base;
+  const mma_stage st = mma_stage_of(hm, p.groups, P);
+  const int vbase = st.value_base;
   const std::uint32_t* qrow = reinterpret_cast<const std::uint32_t*>(s_qh + gid * L.qstride);  // head gid: the B column
 
   float m2[2] = {-INFINITY, -INFINITY};  // running max (log2 units) of heads 2tq, 2tq+1
@@ -443,7 +447,7 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc_v[mt][e] = 0.0f;
 
-  if (warp < units) stage_unit(p, hm, ptab, tok_begin + warp * mma::unit_tokens, stage0, lane, krows, vrows, vbase);
+  if (warp < units) stage_unit(p, hm, st, ptab, tok_begin + warp * mma::unit_tokens, stage0, lane);
   cp_commit();
   grid_dependency_wait();  // everything above overlaps rotate_query_kernel; qrot is read below
 
@@ -484,8 +488,7 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
   for (int u = warp; u < units; u += mma::warps, ++it) {
     unsigned char* buf = stage0 + (it & 1) * mp.stage_bytes;
     if (u + mma::warps < units)  // the next unit loads while this one is computed
-      stage_unit(p, hm, ptab, tok_begin + (u + mma::warps) * mma::unit_tokens, stage0 + ((it + 1) & 1) * mp.stage_bytes, lane,
-                 krows, vrows, vbase);
+      stage_unit(p, hm, st, ptab, tok_begin + (u + mma::warps) * mma::unit_tokens, stage0 + ((it + 1) & 1) * mp.stage_bytes, lane);
     cp_commit();   // (an empty group when there is none: the count below stays right)
     cp_wait<1>();  // all but the newest group: this unit's copies are done (this lane's)
     __syncwarp();  // ... and every lane's
@@ -584,13 +587,13 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
         wbuf[mma::wbuf_word(2 * tq + x, mt >> 1, mt & 1, gid >> 2, gid & 3)] = mma::half2_bits(wr0, wr1);
       }
     __syncwarp();
-    std::uint32_t bw[2][2][2];
+    bfrag bw;
 #pragma unroll
     for (int c = 0; c < 2; ++c)
 #pragma unroll
       for (int kap = 0; kap < 2; ++kap) {
-        bw[c][kap][0] = wbuf[mma::wbuf_word(gid, c, kap, 0, tq)];
-        bw[c][kap][1] = wbuf[mma::wbuf_word(gid, c, kap, 1, tq)];
+        bw.r[c][kap][0] = wbuf[mma::wbuf_word(gid, c, kap, 0, tq)];
+        bw.r[c][kap][1] = wbuf[mma::wbuf_word(gid, c, kap, 1, tq)];
       }
     // ---- values
     values_dispatch(reinterpret_cast<const unsigned long long*>(buf + vbase + vg.code), vg, nmt, bw, s_ht, gid, tq, acc_v);
@@ -673,16 +676,14 @@ errc mma_prepare(const device_cache::impl& dev, int layer, int hchunks, int batc
   return errc::ok;
 }
 
-errc launch_split_mma(const decode_kparams& kp, const split_plan& sp, const mma_layer_info& info, bool overlap, int device,
-                      cudaStream_t st) {
+errc launch_split_mma(const decode_kparams& kp, const split_plan& sp, const mma_layer_info& info, int device, cudaStream_t st) {
   mma_kparams mp;
   mp.L = info.smem;
   mp.stage_bytes = info.stage_bytes;
   const std::size_t smem = static_cast<std::size_t>(info.smem.bytes);
   const dim3 grid(static_cast<unsigned>(sp.splits), static_cast<unsigned>(kp.Hkv * kp.hchunks), static_cast<unsigned>(kp.batch));
   const dim3 block(mma::warps * 32);
-  BGTQ_CUDA_TRY(BGTQ_LAUNCH_OVERLAP(overlap && runs_sm90_code<decode_split_mma_kernel>(device), decode_split_mma_kernel, grid,
-                                    block, smem, st, kp, mp));
+  BGTQ_CUDA_TRY(BGTQ_LAUNCH_OVERLAP(device, decode_split_mma_kernel, grid, block, smem, st, kp, mp));
   return errc::ok;
 }
 

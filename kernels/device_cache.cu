@@ -75,9 +75,7 @@ errc build(const cache_desc& d, device_cache::impl& m) {
       std::snprintf(buf, sizeof buf, "tensor-core decode: %d bytes of shared memory per CTA needed, the device allows %d",
                     info.smem.bytes, m.smem_optin);
       why = buf;
-    } else if (info.ok) {
-      why.clear();
-    }
+    }  // (mma_layer_support leaves why empty when the layer is supported)
     m.mma.push_back(info);
     m.mma_why.push_back(why);
   }

@@ -147,15 +147,17 @@ bool runs_sm90_code(int device) {
 #endif
 }
 
-//! Kernel launch that may overlap the previous kernel of the stream (programmatic
-//! dependent launch, sm_90+, when `overlap`): the kernel starts while its predecessor
-//! finishes and must call grid_dependency_wait() before it reads anything that kernel
-//! writes (what earlier kernels wrote is visible, since the predecessor itself started
-//! after them). Without `overlap`, or if the runtime refuses the attribute, a plain
-//! launch. The CPU emulator runs launches one after another: a plain launch.
+//! Kernel launch that overlaps the previous kernel of the stream (programmatic dependent
+//! launch) when the code `device` runs for the kernel was compiled for sm_90+
+//! (runs_sm90_code: only that code has grid_dependency_wait's wait, and only an sm_90+
+//! device runs it): the kernel starts while its predecessor finishes and must call
+//! grid_dependency_wait() before it reads anything that kernel writes (what earlier
+//! kernels wrote is visible, since the predecessor itself started after them).
+//! Otherwise, or if the runtime refuses the attribute, a plain launch. The CPU emulator
+//! runs launches one after another: a plain launch.
 #if defined(BGTQ_CUDA_EMULATION)
-#define BGTQ_LAUNCH_OVERLAP(overlap, kernel, grid, block, smem, stream, ...) \
-  ((void)(overlap), ::bgtq_emu::launch(kernel, grid, block, smem, __VA_ARGS__), cudaSuccess)
+#define BGTQ_LAUNCH_OVERLAP(device, kernel, grid, block, smem, stream, ...) \
+  ((void)(device), ::bgtq_emu::launch(kernel, grid, block, smem, __VA_ARGS__), cudaSuccess)
 #else
 template <class... P, class... A>
 cudaError_t launch_overlap(bool overlap, void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, cudaStream_t st,
@@ -177,8 +179,8 @@ cudaError_t launch_overlap(bool overlap, void (*kernel)(P...), dim3 grid, dim3 b
   kernel<<<grid, block, smem, st>>>(args...);
   return cudaGetLastError();
 }
-#define BGTQ_LAUNCH_OVERLAP(overlap, kernel, grid, block, smem, stream, ...) \
-  ::bgtq::cuda::launch_overlap(overlap, kernel, grid, block, smem, stream, __VA_ARGS__)
+#define BGTQ_LAUNCH_OVERLAP(device, kernel, grid, block, smem, stream, ...) \
+  ::bgtq::cuda::launch_overlap(::bgtq::cuda::runs_sm90_code<kernel>(device), kernel, grid, block, smem, stream, __VA_ARGS__)
 #endif
 
 //! Waits until the kernel this one overlaps (BGTQ_LAUNCH_OVERLAP) has completed and its

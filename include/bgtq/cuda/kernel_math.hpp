@@ -20,6 +20,7 @@
 #include "../config.hpp"
 #include "../core/half.hpp"
 #include "../core/simd.hpp"
+#include "mma_fragments.hpp"
 
 namespace bgtq::cuda {
 
@@ -353,19 +354,22 @@ BGTQ_HOST_DEVICE constexpr int mma_stage_offset(std::uint32_t part_offset, int P
 struct mma_stage {
   int value_base = 0;  //!< byte offset of the value part image
   int bytes = 0;       //!< image bytes (16-byte multiple)
+  int key_rows = 0, value_rows = 0;  //!< code rows of each part (P > 64: copied 8 bytes per row)
 };
 
 //! The stage image of head hm (groups: the layer's group table).
 BGTQ_HOST_DEVICE mma_stage mma_stage_of(const head_meta& hm, const group_meta* groups, int P) {
   mma_stage s;
+  // the first group's radii start where the part's code rows end
+  s.key_rows = hm.key_count > 0 ? mma_stage_offset(groups[hm.key_first].radii, P) / 8 : 0;
+  s.value_rows = hm.value_count > 0 ? mma_stage_offset(groups[hm.value_first].radii, P) / 8 : 0;
   if (P == 64) {
     s.value_base = static_cast<int>(hm.value_offset);
     s.bytes = static_cast<int>(hm.page_bytes);
     return s;
   }
-  // the first group's radii start where the part's code rows end
-  const int kb = hm.key_count > 0 ? mma_stage_offset(groups[hm.key_first].radii, P) + hm.key_count * 128 : 0;
-  const int vb = hm.value_count > 0 ? mma_stage_offset(groups[hm.value_first].radii, P) + hm.value_count * 128 : 0;
+  const int kb = hm.key_count > 0 ? 8 * s.key_rows + hm.key_count * 128 : 0;
+  const int vb = hm.value_count > 0 ? 8 * s.value_rows + hm.value_count * 128 : 0;
   s.value_base = (kb + 15) & ~15;
   s.bytes = s.value_base + ((vb + 15) & ~15);
   return s;
@@ -407,17 +411,17 @@ BGTQ_HOST_DEVICE constexpr mma_smem mma_smem_layout(int key_padded, int key_grou
   s.qstride = key_padded + 8;
   int o = 0;
   s.qh = o;
-  o = align16(o + 8 * s.qstride * 2);
+  o = align16(o + mma::heads * s.qstride * 2);
   s.qf = o;
-  o = align16(o + 8 * 4);
+  o = align16(o + mma::heads * 4);
   s.kg = o;
   o = align16(o + (key_groups + 1) * static_cast<int>(sizeof(mma_group)));
   s.ht = o;
   o = align16(o + half_table * 2);
   s.warp0 = o;
-  s.stage0 = 8 * 36 * 4;  // after the weight buffer
+  s.stage0 = mma::wbuf_words * 4;  // after the weight buffer
   const int scan = s.stage0 + 2 * stage_bytes;
-  const int partial = (16 + 128 * 8) * 4;
+  const int partial = (2 * mma::heads + 16 * mma::max_value_mtiles * mma::heads) * 4;  // m, l, acc
   s.warp_bytes = align16(scan > partial ? scan : partial);
   s.bytes = o + 4 * s.warp_bytes;
   return s;
