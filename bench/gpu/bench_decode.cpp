@@ -2,6 +2,7 @@
 //
 //   bench_decode --probe                 prints the device (exit 77 without one)
 //   bench_decode --check                 device checks vs the CPU reference (no Catch2 needed)
+//   bench_decode --sanitize              a few short checks per kernel, for compute-sanitizer
 //   --path both|cuda_cores|tensor_cores  which split kernels --check and the benchmark run
 //                                        (default both; run.sh uses one process per path)
 //   exit: 0 ok, 1 a failure, 2 usage, 3 the tensor-core output disagreed with the
@@ -83,7 +84,19 @@ double event_seconds(cudaEvent_t e0, cudaEvent_t e1, const F& f) {
 //! in one kernel (a sticky CUDA error) from losing the other's results (run.sh).
 enum class path_mode { both, cuda_cores, tensor_cores };
 
-int run_checks(path_mode mode) {
+int report_checks(const std::vector<check_report>& reps) {
+  int failed = 0;
+  for (const auto& r : reps) {
+    std::printf("%s %s\n", r.ok ? "PASS" : "FAIL", r.what.c_str());
+    failed += r.ok ? 0 : 1;
+  }
+  std::printf("check: %zu passed, %d failed\n", reps.size() - static_cast<std::size_t>(failed), failed);
+  return failed == 0 ? 0 : 1;
+}
+
+//! small: a few short cases per kernel (--sanitize), for runs under compute-sanitizer, whose
+//! memcheck/racecheck/synccheck slow a kernel down by one to two orders of magnitude.
+int run_checks(path_mode mode, bool small) {
   std::vector<check_report> reps;
   const bool cc = mode != path_mode::tensor_cores, tcs = mode != path_mode::cuda_cores;
   method mixed;
@@ -102,6 +115,26 @@ int run_checks(path_mode mode) {
   nc.name = "tq3-normcorr-fp32";
   nc.norm_correction = true;
   nc.fp32_radius = true;
+  const bc::decode_path tc = bc::decode_path::tensor_cores;
+  if (small) {  // every kernel once, at sizes with partial pages, windows, several splits and GQA
+    shape s;
+    s.head_dim = 128;
+    s.kv_heads = 2;
+    s.q_heads = 8;
+    s.max_pages = 12;
+    const std::vector<int> lengths{300, 1, 97};
+    if (cc) {
+      reps.push_back(gpu_check_encode(s, mixed, {97, 54, 1}, bc::dtype::f16, false, 3, 1));
+      reps.push_back(gpu_check_decode(decode_shape(128, 2, 8, 2, 8, lengths), mixed, lengths, bc::dtype::f16, 3, 2, 1e-4, 3));
+      reps.push_back(gpu_check_energy(8, 2, 64, bgtq::rope_pairing::interleaved, 300, bc::dtype::f32, 100, 3));
+    }
+    if (tcs) {
+      reps.push_back(gpu_check_decode(decode_shape(128, 2, 8, 2, 8, lengths), mixed, lengths, bc::dtype::f16, 3, 4, 3e-3, 3, tc));
+      reps.push_back(gpu_check_decode(decode_shape(128, 2, 8, 2, 16, {300, 97}, 1, 128), tq3, {300, 97}, bc::dtype::f16, 2, 5,
+                                      3e-3, 0, tc));
+    }
+    return report_checks(reps);
+  }
   for (int D : {64, 128}) {
     if (!cc) break;
     shape s;
@@ -139,7 +172,6 @@ int run_checks(path_mode mode) {
     reps.push_back(gpu_check_energy(32, 8, 128, bgtq::rope_pairing::half, 517, bc::dtype::f16, 4096, 41));
   }
   // the tensor-core path (decode_path::tensor_cores, tolerance 3e-3: fp16 operands)
-  const bc::decode_path tc = bc::decode_path::tensor_cores;
   for (int D : {64, 128})
     for (int G : {1, 4, 16}) {
       if (!tcs) break;
@@ -161,13 +193,7 @@ int run_checks(path_mode mode) {
     reps.push_back(gpu_check_decode(decode_shape(64, 2, 8, 2, 8, {300, 1, 97}), mixed, {300, 1, 97}, bc::dtype::f16, 0, 71,
                                     3e-3, 5, tc));
   }
-  int failed = 0;
-  for (const auto& r : reps) {
-    std::printf("%s %s\n", r.ok ? "PASS" : "FAIL", r.what.c_str());
-    failed += r.ok ? 0 : 1;
-  }
-  std::printf("check: %zu passed, %d failed\n", reps.size() - static_cast<std::size_t>(failed), failed);
-  return failed == 0 ? 0 : 1;
+  return report_checks(reps);
 }
 
 // ------------------------------------------------------------------ benchmark
@@ -430,14 +456,15 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, pat
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool check = false, quick = false, probe = false, tiny = false;
+  bool check = false, quick = false, probe = false, tiny = false, small = false;
   path_mode mode = path_mode::both;
   int runs = 25;
   std::string json;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
-    if (a == "--check") {
+    if (a == "--check" || a == "--sanitize") {
       check = true;
+      small = a == "--sanitize";
     } else if (a == "--probe") {
       probe = true;
     } else if (a == "--quick") {
@@ -462,7 +489,7 @@ int main(int argc, char** argv) {
       }
     } else {
       std::fprintf(stderr,
-                   "usage: bench_decode [--probe | --check | [--quick | --tiny] [--runs N>=20] [--json FILE]] "
+                   "usage: bench_decode [--probe | --check | --sanitize | [--quick | --tiny] [--runs N>=20] [--json FILE]] "
                    "[--path both|cuda_cores|tensor_cores]\n");
       return 2;
     }
@@ -477,5 +504,5 @@ int main(int argc, char** argv) {
     std::printf("%d CUDA device(s); device 0: %s\n", bgtq::cuda::device_count(), name);
     return 0;
   }
-  return check ? run_checks(mode) : run_bench(quick, tiny, runs, json, mode);
+  return check ? run_checks(mode, small) : run_bench(quick, tiny, runs, json, mode);
 }

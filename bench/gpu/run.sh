@@ -8,12 +8,15 @@
 #      the Catch2 suite (`ctest -L gpu`); otherwise `bench_decode --check`, the same
 #      device checks without Catch2;
 #   3. measures device-to-device copy bandwidth and times packed decode attention
-#      (bench_decode), then fp16 SDPA on the same shapes (sdpa.py), and prints ONE table.
+#      (bench_decode), then fp16 SDPA on the same shapes (sdpa.py), and prints ONE table;
+#   4. runs compute-sanitizer (memcheck, racecheck, synccheck) over a few short checks
+#      per kernel in the time left under the guard (sanitizer.txt), and prints the table again.
 # Results go to $OUT (if set) or build-gpu/out: gpu_decode_table.txt, gpu_decode.json,
 # checks.txt, packed.json (CUDA-core split kernel), packed_tc.json (tensor-core split kernel;
 # each split kernel runs in its own process, so a fault in one keeps the other's results). Stops itself after 7 minutes (BGTQ_GPU_TIMEOUT seconds).
 # Environment: OUT, BGTQ_GPU_BUILD (work dir), BGTQ_GPU_ARCH (e.g. 90), BGTQ_GPU_CTEST=0
-# (skip the CMake/Catch2 path), BGTQ_GPU_QUICK=1 (T up to 32K only), BGTQ_GPU_TIMEOUT, CXX, CUDACXX.
+# (skip the CMake/Catch2 path), BGTQ_GPU_QUICK=1 (T up to 32K only), BGTQ_GPU_SANITIZE=0 (skip step 4),
+# BGTQ_GPU_TIMEOUT, CXX, CUDACXX.
 # Exit status: 0 all good, 1 a check failed or a step broke, 124 the time guard fired.
 set -euo pipefail
 
@@ -158,6 +161,49 @@ else
   log "no python: packed-only tables follow (no fp16 SDPA baseline)"
   cat "$OUTDIR/packed_table.txt" "$OUTDIR/packed_tc_table.txt" 2>/dev/null
 fi
+
+# ---------------------------------------------------------------- 4. compute-sanitizer
+# Races, out-of-bounds accesses and barrier misuse that the CPU emulator cannot show:
+# memcheck, racecheck and synccheck over `bench_decode --sanitize` (a few short cases per
+# kernel), in whatever time the guard leaves after the table. rc 9: the tool found errors.
+SAN="$(command -v compute-sanitizer || true)"
+[[ -z "$SAN" && -x "$CUDA_HOME/bin/compute-sanitizer" ]] && SAN="$CUDA_HOME/bin/compute-sanitizer"
+[[ -z "$SAN" && -x "$CUDA_HOME/compute-sanitizer/compute-sanitizer" ]] && SAN="$CUDA_HOME/compute-sanitizer/compute-sanitizer"
+SANLOG="$OUTDIR/sanitizer.txt"
+: > "$SANLOG"
+san_summary=()
+if [[ "${BGTQ_GPU_SANITIZE:-1}" == "0" ]]; then
+  san_summary+=("compute-sanitizer: skipped (BGTQ_GPU_SANITIZE=0)")
+elif [[ -z "$SAN" ]]; then
+  san_summary+=("compute-sanitizer: not found, skipped")
+else
+  for tool in memcheck racecheck synccheck; do
+    left=$((GUARD_S - (SECONDS - START) - 25))
+    if (( left < 30 )); then san_summary+=("$tool: skipped (${left}s left under the time guard)"); continue; fi
+    (( left > 60 )) && left=60
+    log "compute-sanitizer --tool $tool (at most ${left}s)"
+    set +e
+    timeout --kill-after=5 "$left" "$SAN" --tool "$tool" --error-exitcode 9 --print-limit 20 \
+      "$WORK/bench_decode" --sanitize > "$WORK/sanitizer_$tool.txt" 2>&1
+    src=$?
+    set -e
+    { echo "== $tool (exit $src)"; cat "$WORK/sanitizer_$tool.txt"; } >> "$SANLOG"
+    if [[ $src -eq 0 ]] && grep -q "^check: .* passed, 0 failed" "$WORK/sanitizer_$tool.txt"; then
+      san_summary+=("$tool: clean")
+    elif [[ $src -eq 9 ]] || grep -q "^FAIL " "$WORK/sanitizer_$tool.txt"; then
+      checks_ok=0
+      san_summary+=("$tool: ERRORS (see sanitizer.txt)")
+    elif [[ $src -eq 124 || $src -eq 137 ]]; then
+      san_summary+=("$tool: did not finish in ${left}s (inconclusive)")
+    else
+      san_summary+=("$tool: could not run (exit $src, inconclusive; see sanitizer.txt)")
+    fi
+  done
+fi
+for line in "${san_summary[@]}"; do echo "sanitizer: $line" | tee -a "$CHECKS"; done
+
+# the table last, where the reply's output tail shows it
+[[ -f "$OUTDIR/gpu_decode_table.txt" ]] && { echo; cat "$OUTDIR/gpu_decode_table.txt"; }
 [[ $checks_ok -eq 1 ]] || echo "NOTE: the correctness checks FAILED; the timings above are not trustworthy (see $CHECKS)"
 log "done in $((SECONDS - START)) s"
 [[ $checks_ok -eq 1 ]]
