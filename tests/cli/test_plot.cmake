@@ -101,7 +101,7 @@ expect_usage("no kind" "which plot" plot -o ${WORK}/x.svg)
 expect_usage("unknown kind" "unknown plot 'histogram'" plot histogram --plan ${WORK}/plan.bin -o ${WORK}/x.svg)
 expect_usage("missing --plan" "missing required option --plan" plot energy --layer 0 --head 0 -o ${WORK}/x.svg)
 expect_usage("missing --layer" "missing required option --layer" plot energy --plan ${WORK}/plan.bin --head 0 -o ${WORK}/x.svg)
-expect_usage("missing -o" "missing required option --o" plot fingerprint --plan ${WORK}/plan.bin)
+expect_usage("missing -o" "missing required option -o" plot fingerprint --plan ${WORK}/plan.bin)
 expect_usage("bad --layer" "--layer: 'one' is not an integer"
              plot energy --plan ${WORK}/plan.bin --layer one --head 0 -o ${WORK}/x.svg)
 expect_usage("bad --metric" "--metric 'mse'" plot eval --results ${WORK}/R.json --metric mse -o ${WORK}/x.svg)

@@ -74,6 +74,12 @@ expect_usage("missing layers" "missing required option --layers" --tokens 4 --q-
 expect_usage("bad seed" "seed" --layers 1 --tokens 4 --q-heads 2 --kv-heads 1 --dim 8 --rope half --seed -3)
 expect_usage("spread order" "spread_max" --layers 1 --tokens 4 --q-heads 2 --kv-heads 1 --dim 8 --rope half --spread-min 50 --spread-max 20)
 expect_usage("unknown option" "unknown option --bogus" --layers 1 --tokens 4 --q-heads 2 --kv-heads 1 --dim 8 --rope half --bogus 1)
+# a mistyped option: named in the missing-option message; one without a value does not
+# swallow the next option (-o here), and is reported as unknown
+expect_usage("typo" "missing required option --layers \\(--layer was given, which is not an option here: a typo\\?\\)"
+             --layer 1 --tokens 4 --q-heads 2 --kv-heads 1 --dim 8 --rope half)
+expect_usage("unknown before -o" "unknown option --bogus" --layers 1 --tokens 4 --q-heads 2 --kv-heads 1 --dim 8 --rope half --bogus)
+expect_usage("value missing" "option --dim needs a value" --layers 1 --tokens 4 --q-heads 2 --kv-heads 1 --dim --rope half)
 bgtq_run(out err rc synth --layers 1 --tokens 4 --q-heads 2 --kv-heads 1 --dim 8 --rope half)
 bgtq_expect_rc(${rc} 2 "missing -o" "${err}")
 

@@ -10,7 +10,29 @@ namespace bgtq::cli {
 
 namespace {
 bool g_quiet = false;
+
+//! "-o" or "--name": an argument that starts another option (so never an option's value;
+//! negative numbers such as "-1" are values).
+bool looks_like_option(const std::string& a) { return a == "-o" || (a.rfind("--", 0) == 0 && a.size() > 2); }
+
+//! Edit distance <= 2, or one name a prefix of the other: "--avg-bit" for "--avg-bits".
+bool near_miss(const std::string& a, const std::string& b) {
+  if (a.rfind(b, 0) == 0 || b.rfind(a, 0) == 0) return true;
+  const std::size_t n = a.size(), m = b.size();
+  if (n > m + 2 || m > n + 2) return false;
+  std::vector<std::size_t> prev(m + 1), cur(m + 1);
+  for (std::size_t j = 0; j <= m; ++j) prev[j] = j;
+  for (std::size_t i = 1; i <= n; ++i) {
+    cur[0] = i;
+    for (std::size_t j = 1; j <= m; ++j)
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0u : 1u)});
+    std::swap(prev, cur);
+  }
+  return prev[m] <= 2;
 }
+}  // namespace
+
+std::string option_name(const std::string& name) { return name == "o" ? "-o" : "--" + name; }
 
 std::vector<command>& registry() {
   static std::vector<command> r;
@@ -52,9 +74,14 @@ args::args(int argc, char** argv, int first, std::vector<std::string> flags) : f
     }
     if (inline_value) {
       values_[name] = *inline_value;
+    } else if (i + 1 >= argc || looks_like_option(argv[i + 1])) {
+      // no value: an error if a command asks for this option (get), else an unknown option
+      // (finish); either way the next option is not swallowed as its value
+      values_.erase(name);
+      valueless_.insert(name);
     } else {
-      if (i + 1 >= argc) throw usage_error("option " + a + " needs a value");
       values_[name] = argv[++i];
+      valueless_.erase(name);
     }
   }
   if (flags_given_.count("quiet")) set_quiet(true);
@@ -63,6 +90,7 @@ args::args(int argc, char** argv, int first, std::vector<std::string> flags) : f
 
 std::optional<std::string> args::get(const std::string& name) {
   used_[name] = true;
+  if (valueless_.count(name)) throw usage_error("option " + option_name(name) + " needs a value");
   auto it = values_.find(name);
   if (it == values_.end()) return std::nullopt;
   return it->second;
@@ -70,7 +98,15 @@ std::optional<std::string> args::get(const std::string& name) {
 
 std::string args::require(const std::string& name) {
   auto v = get(name);
-  if (!v) throw usage_error("missing required option --" + name);
+  if (!v) {
+    std::string msg = "missing required option " + option_name(name);
+    // a mistyped option is the usual cause: name the given ones that no command reads yet
+    // and that are close to this one
+    for (const auto& given : given_names())
+      if (!used_.count(given) && near_miss(given, name))
+        msg += " (" + option_name(given) + " was given, which is not an option here: a typo?)";
+    throw usage_error(msg);
+  }
   return *v;
 }
 
@@ -100,32 +136,32 @@ double parse_double(const std::string& s, const std::string& what) {
 long args::get_int(const std::string& name, long def, long lo, long hi) {
   auto v = get(name);
   if (!v) return def;
-  const long x = parse_int(*v, "--" + name);
+  const long x = parse_int(*v, option_name(name));
   if (x < lo || x > hi)
-    throw usage_error("--" + name + " " + *v + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    throw usage_error(option_name(name) + " " + *v + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return x;
 }
 
 long args::require_int(const std::string& name, long lo, long hi) {
   const std::string s = require(name);
-  const long x = parse_int(s, "--" + name);
+  const long x = parse_int(s, option_name(name));
   if (x < lo || x > hi)
-    throw usage_error("--" + name + " " + s + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
+    throw usage_error(option_name(name) + " " + s + " is out of range [" + std::to_string(lo) + ", " + std::to_string(hi) + "]");
   return x;
 }
 
 double args::get_double(const std::string& name, double def, double lo, double hi) {
   auto v = get(name);
   if (!v) return def;
-  const double x = parse_double(*v, "--" + name);
-  if (x < lo || x > hi) throw usage_error("--" + name + " " + *v + " is out of range");
+  const double x = parse_double(*v, option_name(name));
+  if (x < lo || x > hi) throw usage_error(option_name(name) + " " + *v + " is out of range");
   return x;
 }
 
 double args::require_double(const std::string& name, double lo, double hi) {
   const std::string s = require(name);
-  const double x = parse_double(s, "--" + name);
-  if (x < lo || x > hi) throw usage_error("--" + name + " " + s + " is out of range");
+  const double x = parse_double(s, option_name(name));
+  if (x < lo || x > hi) throw usage_error(option_name(name) + " " + s + " is out of range");
   return x;
 }
 
@@ -147,15 +183,21 @@ std::vector<std::string> args::get_list(const std::string& name, const std::stri
     }
   }
   if (!cur.empty()) out.push_back(cur);
-  if (out.empty()) throw usage_error("--" + name + " needs at least one item");
+  if (out.empty()) throw usage_error(option_name(name) + " needs at least one item");
+  return out;
+}
+
+std::vector<std::string> args::given_names() const {
+  std::vector<std::string> out;
+  for (const auto& [k, v] : values_) out.push_back(k);
+  for (const auto& [k, v] : flags_given_) out.push_back(k);
+  out.insert(out.end(), valueless_.begin(), valueless_.end());
   return out;
 }
 
 void args::finish() const {
-  for (const auto& [k, v] : values_)
-    if (!used_.count(k)) throw usage_error("unknown option --" + k);
-  for (const auto& [k, v] : flags_given_)
-    if (!used_.count(k)) throw usage_error("unknown option --" + k);
+  for (const auto& k : given_names())
+    if (!used_.count(k)) throw usage_error("unknown option " + option_name(k));
   if (!positional_.empty()) throw usage_error("unexpected argument '" + positional_.front() + "'");
 }
 

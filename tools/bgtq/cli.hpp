@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <map>
 #include <optional>
+#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -48,12 +49,18 @@ class args {
   void finish() const;
 
  private:
+  std::vector<std::string> given_names() const;
+
   std::map<std::string, std::string> values_;
+  std::set<std::string> valueless_;  //!< non-flag options given without a value
   std::map<std::string, bool> flags_given_;
   std::vector<std::string> flag_names_;
   std::vector<std::string> positional_;
   mutable std::map<std::string, bool> used_;
 };
+
+//! How an option is spelled on the command line: "-o" or "--name".
+std::string option_name(const std::string& name);
 
 //! Parses an integer / double strictly (whole string, finite), or usage_error naming `what`.
 long parse_int(const std::string& s, const std::string& what);
