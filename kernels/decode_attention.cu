@@ -552,6 +552,8 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
   if (const errc pe = raise_max_dynamic_smem<merge_kernel>(dev, msmem); pe != errc::ok) return pe;
   kp.splits = run.splits;
   kp.tiles_per_split = run.tiles_per_split;
+  if (a.splits_used != nullptr) *a.splits_used = run.splits;
+  if (a.tensor_cores_used != nullptr) *a.tensor_cores_used = mma;
   std::uint8_t* ws = static_cast<std::uint8_t*>(a.workspace);
   kp.qrot = reinterpret_cast<float*>(ws + wl.qrot);
   kp.ml = reinterpret_cast<float*>(ws + wl.ml);

@@ -671,7 +671,7 @@ errc mma_prepare(const device_cache::impl& dev, int layer, int hchunks, int batc
     if (per_sm < 1) return detail::arg_fail(errc::unsupported, "tensor-core decode: no CTA fits on an SM (occupancy 0)");
     cached.store(per_sm, std::memory_order_relaxed);
   }
-  const split_plan sp = plan_splits(batch * dev.desc.kv_heads * hchunks, max_quantized, dev.sms, 0, per_sm);
+  const split_plan sp = plan_splits_one_wave(batch * dev.desc.kv_heads * hchunks, max_quantized, dev.sms, per_sm);
   out = sp.splits <= standard.splits ? sp : standard;
   return errc::ok;
 }

@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -108,21 +109,40 @@ struct device_cache::impl {
 #define BGTQ_LAUNCH(kernel, grid, block, smem, stream, ...) kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
 #endif
 
-//! Raises Kernel's dynamic shared-memory limit on `device` to at least `bytes` (never
-//! lowers it, so host threads launching the same kernel with different sizes cannot
-//! undo each other; the process-wide maximum is remembered per device).
+//! Raises Kernel's dynamic shared-memory limit on `device` to at least `bytes`. The
+//! limit a kernel starts with is 48 KB minus its static shared memory (read from
+//! cudaFuncGetAttributes, not assumed), so a launch needing more must raise it. Never
+//! lowers it, and one mutex orders the query/set/record steps, so host threads launching
+//! the same kernel with different sizes cannot undo each other. The attribute is set
+//! with `device` current (restored afterwards).
 template <auto Kernel>
 errc raise_max_dynamic_smem(int device, std::size_t bytes) {
-  static std::atomic<int> set[64];  // per device: the largest value set so far (0: the default 48 KB)
-  if (bytes <= 48u * 1024u) return errc::ok;
-  std::atomic<int>& cur = set[device >= 0 && device < 64 ? device : 0];
+  static std::mutex mu;
+  static int known[64] = {};  // per device: the limit now in force + 1 (0: not read yet)
+  if (device < 0 || device >= 64) return detail::arg_fail(errc::invalid_argument, "device index out of range");
   const int want = static_cast<int>(bytes);
-  int have = cur.load(std::memory_order_acquire);
-  while (have < want) {
-    BGTQ_CUDA_TRY(cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, want));
-    if (cur.compare_exchange_weak(have, want, std::memory_order_acq_rel)) break;
+  std::lock_guard<std::mutex> lock(mu);
+  if (known[device] > want) return errc::ok;
+  int current = 0;
+  BGTQ_CUDA_TRY(cudaGetDevice(&current));
+  if (current != device) BGTQ_CUDA_TRY(cudaSetDevice(device));
+  errc e = errc::ok;
+  cudaFuncAttributes fa{};
+  if (const cudaError_t ce = cudaFuncGetAttributes(&fa, Kernel); ce != cudaSuccess) {
+    e = detail::cuda_fail(ce, "cudaFuncGetAttributes", __FILE__, __LINE__);
+  } else if (fa.maxDynamicSharedSizeBytes >= want) {
+    known[device] = fa.maxDynamicSharedSizeBytes + 1;
+  } else if (const cudaError_t se = cudaFuncSetAttribute(Kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, want);
+             se != cudaSuccess) {
+    e = detail::cuda_fail(se, "cudaFuncSetAttribute(MaxDynamicSharedMemorySize)", __FILE__, __LINE__);
+  } else {
+    known[device] = want + 1;
   }
-  return errc::ok;
+  if (current != device) {
+    const cudaError_t re = cudaSetDevice(current);
+    if (e == errc::ok && re != cudaSuccess) e = detail::cuda_fail(re, "cudaSetDevice (restore)", __FILE__, __LINE__);
+  }
+  return e;
 }
 
 //! True when the code `device` runs for Kernel was compiled for sm_90 or newer, i.e. it
@@ -157,7 +177,7 @@ bool runs_sm90_code(int device) {
 //! runs launches one after another: a plain launch.
 #if defined(BGTQ_CUDA_EMULATION)
 #define BGTQ_LAUNCH_OVERLAP(device, kernel, grid, block, smem, stream, ...) \
-  ((void)(device), ::bgtq_emu::launch(kernel, grid, block, smem, __VA_ARGS__), cudaSuccess)
+  ((void)(device), ::bgtq_emu::launch(kernel, grid, block, smem, __VA_ARGS__), cudaGetLastError())
 #else
 template <class... P, class... A>
 cudaError_t launch_overlap(bool overlap, void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, cudaStream_t st,

@@ -180,8 +180,9 @@ errc device_cache::encode_append(const encode_args& a, void* stream) noexcept {
   const std::size_t l = static_cast<std::size_t>(a.layer);
   const std::size_t smem =
       static_cast<std::size_t>(encode_tile) * static_cast<std::size_t>(d.head_dim) * 4u * (p_->tables.norm_corr[l] ? 3u : 2u);
-  if (smem > 48u * 1024u)
-    BGTQ_CUDA_TRY(cudaFuncSetAttribute(encode_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  // (48 KB of dynamic shared memory at D = 128 with norm correction: above the default
+  // limit, which is 48 KB minus the kernel's static shared memory)
+  if (const errc e = raise_max_dynamic_smem<encode_kernel>(p_->device, smem); e != errc::ok) return e;
   encode_kparams kp{};
   static_cast<layer_params&>(kp) = p_->layer_view(a.layer);
   kp.tokens = a.tokens;

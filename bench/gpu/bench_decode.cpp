@@ -12,7 +12,8 @@
 //                                        device-to-device copy bandwidth, then packed decode
 //                                        attention at T = 4K..512K, batch 1 and 16, D = 128,
 //                                        Hq = 32, Hkv = 8, Block-GTQ and uniform TQ-MSE at
-//                                        K3V3 and K2V2 (CUDA events, median of N >= 20 runs),
+//                                        K3V3 and K2V2 (CUDA events, median of N >= 20 runs,
+//                                        L2 evicted before each),
 //                                        each on both split kernels (decode_path::cuda_cores,
 //                                        and tensor_cores as "<method>/tc", whose output is
 //                                        also compared with the CUDA-core output: exit 1
@@ -288,6 +289,12 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, pat
   cudaEvent_t e0, e1;
   DIE_CUDA(cudaEventCreate(&e0));
   DIE_CUDA(cudaEventCreate(&e1));
+  // an L2 flush buffer: four times the L2 (at least 64 MiB, except for --tiny dry runs)
+  const std::size_t flush_bytes = std::max<std::size_t>(std::size_t{4} * static_cast<std::size_t>(std::max(prop.l2CacheSize, 0)),
+                                                        tiny ? std::size_t{1} << 20 : std::size_t{64} << 20);
+  void* flush = nullptr;
+  DIE_CUDA(cudaMalloc(&flush, flush_bytes));
+  std::fprintf(stderr, "L2 %d bytes: a %zu-byte memset evicts it before every timed decode run\n", prop.l2CacheSize, flush_bytes);
 
   std::vector<row> rows;
   std::vector<std::string> encode_lines;
@@ -371,10 +378,26 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, pat
         for (const bc::decode_path path : paths) {
           a.path = path;
           const bool tc = path == bc::decode_path::tensor_cores;
+          int splits_run = 0;
+          bool tc_run = false;
+          a.splits_used = &splits_run;
+          a.tensor_cores_used = &tc_run;
           for (int i = 0; i < 3; ++i) DIE_ERRC(cache.decode_attention(a));
+          a.splits_used = nullptr;
+          a.tensor_cores_used = nullptr;
+          if (tc_run != tc) {
+            std::fprintf(stderr, "bench_decode: asked for the %s kernel, the launch ran the other one\n", tc ? "tensor-core" : "CUDA-core");
+            return 1;
+          }
           DIE_CUDA(cudaDeviceSynchronize());
           std::vector<double> t;
-          for (int i = 0; i < runs; ++i) t.push_back(event_seconds(e0, e1, [&] { DIE_ERRC(cache.decode_attention(a)); }));
+          for (int i = 0; i < runs; ++i) {
+            // evict the pages from L2 before each timed run (the smaller shapes' pages fit in
+            // it), outside the events; the kernels are enqueued while the memset runs, so
+            // host launch overhead stays out of the timing too
+            DIE_CUDA(cudaMemsetAsync(flush, i & 0xFF, flush_bytes));
+            t.push_back(event_seconds(e0, e1, [&] { DIE_ERRC(cache.decode_attention(a)); }));
+          }
           std::vector<float> out(static_cast<std::size_t>(B) * Hq * D);
           DIE_CUDA(cudaMemcpy(out.data(), dout, out.size() * 4, cudaMemcpyDeviceToHost));
           for (float x : out)
@@ -392,10 +415,10 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, pat
           r.us = median(t) * 1e6;
           // packed pages read + queries/outputs + split partials written and read back
           r.bytes = static_cast<double>(B) * Hkv * pps * head_bytes + 2.0 * B * Hq * D * 4 +
-                    2.0 * B * Hq * sp.splits * (D + 2) * 4.0;
+                    2.0 * B * Hq * splits_run * (D + 2) * 4.0;
           r.gbps = r.bytes / (r.us * 1e-6) * 1e-9;
           r.frac = r.bytes / (r.us * 1e-6) / copy_bw;
-          r.splits = sp.splits;
+          r.splits = splits_run;
           r.bytes_per_token = head_bytes / P;
           if (!tc) out_cc = out;
           if (tc && !out_cc.empty()) {
@@ -445,7 +468,7 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, pat
   }
   DIE_CUDA(cudaEventDestroy(e0));
   DIE_CUDA(cudaEventDestroy(e1));
-  for (void* p : {dk, dv, dslots, dq, dout, dpt, dqn}) DIE_CUDA(cudaFree(p));
+  for (void* p : {dk, dv, dslots, dq, dout, dpt, dqn, flush}) DIE_CUDA(cudaFree(p));
   if (mismatch) {  // after the table and the JSON: the timings stay available
     std::fprintf(stderr, "bench_decode: the tensor-core path disagreed with the CUDA-core path (see above)\n");
     return 3;

@@ -9,7 +9,8 @@ of length G, q [B, Hkv, G, D], k/v [B, Hkv, T, D], no mask: exactly decode atten
 for every query head, and the form every SDPA backend accepts. Each shape is timed with
 PyTorch's own dispatch and with each backend pinned (flash, efficient, cuDNN, where they
 accept it); the table's x_fp16 is against the default dispatch, x_best against the
-fastest backend, x_floor against the fp16 bytes at the measured copy bandwidth.
+fastest backend, x_floor against the fp16 bytes at the measured copy bandwidth. The L2
+is evicted before every timed call, as in bench_decode.
 
 Usage: sdpa.py --packed packed.json [--packed more.json ...] [--out DIR] [--runs N]
 Without PyTorch or a GPU the packed rows are still printed (fp16 columns "n/a").
@@ -22,13 +23,27 @@ import statistics
 import sys
 
 
-def time_calls(torch, fn, runs):
-    """Median microseconds of fn() over `runs` CUDA-event-timed calls, after 3 warm-ups."""
+def l2_flusher(torch):
+    """A function that evicts the L2 cache (a memset of four times its size, at least
+    64 MiB), run before every timed call outside the events, as bench_decode does."""
+    try:
+        l2 = int(torch.cuda.get_device_properties(0).L2_cache_size)
+    except Exception:  # an older PyTorch without the field
+        l2 = 64 << 20
+    buf = torch.empty(max(4 * l2, 64 << 20), dtype=torch.uint8, device="cuda")
+    return buf.zero_
+
+
+def time_calls(torch, fn, runs, flush=None):
+    """Median microseconds of fn() over `runs` CUDA-event-timed calls, after 3 warm-ups;
+    flush() (untimed) before each."""
     for _ in range(3):
         out = fn()
     torch.cuda.synchronize()
     times = []
     for _ in range(runs):
+        if flush is not None:
+            flush()
         e0 = torch.cuda.Event(enable_timing=True)
         e1 = torch.cuda.Event(enable_timing=True)
         e0.record()
@@ -54,7 +69,7 @@ def sdpa_backends(torch):
     return out
 
 
-def time_sdpa(torch, F, B, Hkv, G, T, D, runs):
+def time_sdpa(torch, F, B, Hkv, G, T, D, runs, flush=None):
     """Times fp16 SDPA decode at one shape: PyTorch's own dispatch ("default") and each
     backend pinned in turn (one that refuses the shape is left out). Every output must
     be finite and agree with the default's (fp16 rounding: 2e-2 of max |out|).
@@ -63,7 +78,7 @@ def time_sdpa(torch, F, B, Hkv, G, T, D, runs):
     v = torch.randn(B, Hkv, T, D, device="cuda", dtype=torch.float16)
     q = torch.randn(B, Hkv, G, D, device="cuda", dtype=torch.float16)
     call = lambda: F.scaled_dot_product_attention(q, k, v)
-    us, ref = time_calls(torch, call, runs)
+    us, ref = time_calls(torch, call, runs, flush)
     if not torch.isfinite(ref).all():
         raise RuntimeError("non-finite SDPA output")
     res = {"default": us}
@@ -73,7 +88,7 @@ def time_sdpa(torch, F, B, Hkv, G, T, D, runs):
             with ctx():
                 return call()
         try:
-            us, out = time_calls(torch, pinned, runs)
+            us, out = time_calls(torch, pinned, runs, flush)
         except Exception as e:  # the backend refuses this shape or dtype on this device
             print(f"fp16 SDPA B={B} T={T}: backend {name} not used ({str(e).splitlines()[0][:120]})", file=sys.stderr)
             continue
@@ -127,9 +142,10 @@ def main():
         torch = None
         note = "PyTorch is not installed: fp16 SDPA not measured"
     if torch is not None and not note:
+        flush = l2_flusher(torch)
         for B, T in shapes:
             try:
-                per = time_sdpa(torch, F, B, Hkv, G, T, D, runs)
+                per = time_sdpa(torch, F, B, Hkv, G, T, D, runs, flush)
                 us = per["default"]
                 best = min(per, key=per.get)
                 nbytes = 2 * B * Hkv * T * D * 2 + 2 * B * Hq * D * 2
@@ -179,7 +195,8 @@ def main():
             rows_out.append({**r, "speedup_vs_fp16": x[0], "speedup_vs_best_fp16": x[1], "speedup_vs_fp16_floor": x[2]})
     foot = [
         f"device: {packed['device']} ({packed['sms']} SMs); copy bandwidth {copy_bw * 1e-9:.1f} GB/s "
-        f"(cudaMemcpy D2D, 2 x bytes / time); Hq={Hq} Hkv={Hkv} D={D}; median of {runs} runs (CUDA events)",
+        f"(cudaMemcpy D2D, 2 x bytes / time); Hq={Hq} Hkv={Hkv} D={D}; median of {runs} runs (CUDA events, "
+        "L2 evicted before each)",
         "frac_bw: bytes moved / time / copy bandwidth; x_fp16: fp16 SDPA time (PyTorch's own dispatch) / this time "
         "(>1 = faster); x_best: the fastest SDPA backend pinned (flash, efficient, cudnn; row 'fp16 <name>' when it "
         "beats the default) / this time; x_floor: fp16 K+V bytes at the copy bandwidth (no fp16 kernel can be "

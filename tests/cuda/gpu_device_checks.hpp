@@ -305,10 +305,23 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
     BGTQ_CHECK_CUDA(cudaMemset(dnf.p, 0, dnf.bytes));
     a.nonfinite = dnf.as<unsigned long long>();
   }
+  // the kernel that must run: automatic takes the tensor cores wherever the layer allows
+  const bool tc_want = path == cuda::decode_path::tensor_cores ||
+                       (path == cuda::decode_path::automatic && dev.tensor_core_decode(0, nullptr));
+  int splits_run = -1;
+  bool tc_run = !tc_want;  // (the opposite of what must come back)
+  a.splits_used = &splits_run;
+  a.tensor_cores_used = &tc_run;
   for (int run = 0; run < 2; ++run) {
     BGTQ_CHECK_CUDA(cudaMemset(dout.p, 0xFF, dout.bytes));
     BGTQ_CHECK_CUDA(cudaMemset(dws.p, 0xFF, dws.bytes));
     BGTQ_CHECK_ERRC(dev.decode_attention(a));
+    if (tc_run != tc_want || splits_run < 1 || splits_run > sp.splits ||
+        (splits > 0 && splits_run != sp.splits)) {
+      rep.what += " | the launch reports " + std::string(tc_run ? "tensor" : "CUDA") + " cores and " +
+                  std::to_string(splits_run) + " splits (plan: " + std::to_string(sp.splits) + ")";
+      return rep;
+    }
     BGTQ_CHECK_CUDA(cudaDeviceSynchronize());
     BGTQ_CHECK_CUDA(cudaMemcpy(run == 0 ? got.data() : got2.data(), dout.p, dout.bytes, cudaMemcpyDeviceToHost));
   }
@@ -332,7 +345,7 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
     }
   rep.value = rel_max_error(got, want);
   char tail[160];
-  std::snprintf(tail, sizeof tail, " (%d split(s)): rel err %.3g (tol %.1g)%s", sp.splits, rep.value, tol,
+  std::snprintf(tail, sizeof tail, " (%d split(s)): rel err %.3g (tol %.1g)%s", splits_run, rep.value, tol,
                 std::memcmp(got.data(), got2.data(), got.size() * 4) == 0 ? "" : ", NOT deterministic");
   rep.what += tail;
   rep.ok = rep.value <= tol && std::memcmp(got.data(), got2.data(), got.size() * 4) == 0;

@@ -110,6 +110,23 @@ TEST_CASE("split plans cover every tile exactly once and fill the machine", "[cu
       }
 }
 
+TEST_CASE("one-wave split plans never exceed one wave and cover every tile", "[cuda][host]") {
+  // the tensor-core kernel's planner: 132 SMs x 3 CTAs (an H200 at 166 registers/thread)
+  for (long long T : {1LL, 54LL, 97LL, 4096LL, 32768LL, 131072LL, 524288LL})
+    for (int ctas : {8, 16 * 8, 17 * 8, 396, 397, 4096}) {
+      const bc::split_plan sp = bc::plan_splits_one_wave(ctas, T, 132, 3);
+      const long long tiles = (T + bc::decode_tile - 1) / bc::decode_tile;
+      INFO("T = " << T << " ctas = " << ctas << ": " << sp.splits << " splits");
+      REQUIRE(sp.splits >= 1);
+      REQUIRE(static_cast<long long>(sp.splits) * sp.tiles_per_split >= tiles);
+      REQUIRE(static_cast<long long>(sp.splits - 1) * sp.tiles_per_split < tiles);
+      if (ctas <= 396) REQUIRE(static_cast<long long>(sp.splits) * ctas <= 396);  // no partial second wave
+      if (tiles >= 2 * 396) REQUIRE(static_cast<long long>(sp.splits + 1) * ctas > 396);  // and the wave is full
+    }
+  REQUIRE(bc::plan_splits_one_wave(16 * 8, 524288, 132, 3).splits == 3);  // 384 CTAs, not 4 x 128 = 512
+  REQUIRE(bc::plan_splits_one_wave(8, 524288, 132, 3).splits == 49);     // 392, not 400
+}
+
 TEST_CASE("shared-memory and workspace layouts are aligned and disjoint", "[cuda][host]") {
   for (int gm : {1, 2, 4, 8})
     for (int kc : {2, 64, 128, 256})

@@ -126,6 +126,11 @@ struct decode_args {
   unsigned long long* nonfinite = nullptr;
   //! The split kernel (cuda_cores: the exact path; see decode_path).
   decode_path path = decode_path::cuda_cores;
+  //! Optional host pointers, set when the launch is enqueued: the split count it runs
+  //! (the tensor-core kernel plans one wave of its own, at most decode_plan's count) and
+  //! whether the tensor-core kernel runs (automatic may fall back).
+  int* splits_used = nullptr;
+  bool* tensor_cores_used = nullptr;
 };
 
 //! A device mirror of a host gtq/bit-plane cache: the page pool and the per-head

@@ -259,6 +259,23 @@ inline split_plan plan_splits(int ctas_per_split, long long max_quantized, int s
   return sp;
 }
 
+//! The split count for a kernel whose CTAs all fit on the machine at once: as many
+//! splits as keep `ctas_per_split * splits` within one wave of `sms * ctas_per_sm` CTAs
+//! (rounded down: a partial second wave would leave most SMs idle while it runs, up to
+//! twice the time), at least `min_tiles` tiles per split, at least one split.
+inline split_plan plan_splits_one_wave(int ctas_per_split, long long max_quantized, int sms, int ctas_per_sm,
+                                       int min_tiles = 2, int max_splits = 1024) {
+  const long long wave = static_cast<long long>(sms > 0 ? sms : 1) * (ctas_per_sm > 0 ? ctas_per_sm : 1);
+  const long long per = ctas_per_split > 0 ? ctas_per_split : 1;
+  const long long tiles = max_quantized > 0 ? (max_quantized + decode_tile - 1) / decode_tile : 0;
+  long long s = wave / per;
+  const long long by_work = (tiles + min_tiles - 1) / min_tiles;
+  if (s > by_work) s = by_work;
+  if (s > max_splits) s = max_splits;
+  if (s < 1) s = 1;
+  return plan_splits(ctas_per_split, max_quantized, sms, static_cast<int>(s));  // the tile bookkeeping
+}
+
 //! Byte layout of the decode workspace (all float):
 //! `// [qrot: B][Hq][D]  rotated queries (key-group coordinate order)`
 //! `// [ml:   B][Hq][S][2] per-split softmax state (m, l)`

@@ -10,7 +10,8 @@
 // with 0xFF (NaN floats) before every CTA so reads of unwritten shared memory show up;
 // static __shared__ arrays become function-local statics (one CTA at a time).
 // Device memory is host memory. Not emulated: concurrency between CTAs, the memory
-// model beyond barriers, warp divergence timing, launch failures, performance.
+// model beyond barriers, warp divergence timing, performance. Launch failures: only a
+// dynamic shared-memory size above the kernel's limit (48 KB unless raised).
 #ifndef BGTQ_CUDA_EMULATION
 #define BGTQ_CUDA_EMULATION 1
 #endif
@@ -24,7 +25,9 @@
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <tuple>
 #include <vector>
@@ -85,6 +88,7 @@ struct cudaDeviceProp {
   std::size_t totalGlobalMem;
   int multiProcessorCount;
   int major, minor;
+  int l2CacheSize;
 };
 
 namespace bgtq_emu {
@@ -108,11 +112,30 @@ inline launch_state& state() {
 }
 inline void* dynamic_smem() { return state().smem.data(); }
 
+//! The CUDA error state the emulated runtime reports (cudaGetLastError): launch failures.
+inline thread_local int last_error = 0;
+//! Per kernel: the largest dynamic shared memory a launch may use (cudaFuncSetAttribute);
+//! unlisted kernels get the default 48 KB (static shared memory is not modelled).
+inline std::mutex limits_mu;
+inline std::map<const void*, std::size_t>& smem_limits() {
+  static std::map<const void*, std::size_t> m;
+  return m;
+}
+inline std::size_t smem_limit(const void* k) {
+  std::lock_guard<std::mutex> lock(limits_mu);
+  const auto it = smem_limits().find(k);
+  return it == smem_limits().end() ? std::size_t{48} * 1024 : it->second;
+}
+
 inline unsigned flat_tid() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
 
 //! Runs kernel(args...) on grid x block threads, CTA after CTA.
 template <class... P, class... A>
 void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, A&&... a) {
+  if (smem > smem_limit(reinterpret_cast<const void*>(kernel))) {  // like the device: the launch fails
+    last_error = 1;  // cudaErrorInvalidValue
+    return;
+  }
   launch_state& s = state();
   const unsigned nt = block.x * block.y * block.z;
   const unsigned nw = (nt + 31) / 32;
@@ -252,8 +275,12 @@ inline const char* cudaGetErrorName(cudaError_t e) {
   }
   return "cudaErrorUnknown";
 }
-inline cudaError_t cudaGetLastError() { return cudaSuccess; }
-inline cudaError_t cudaPeekAtLastError() { return cudaSuccess; }
+inline cudaError_t cudaGetLastError() {
+  const int e = bgtq_emu::last_error;
+  bgtq_emu::last_error = 0;
+  return static_cast<cudaError_t>(e);
+}
+inline cudaError_t cudaPeekAtLastError() { return static_cast<cudaError_t>(bgtq_emu::last_error); }
 inline cudaError_t cudaGetDeviceCount(int* n) {
   *n = 1;
   return cudaSuccess;
@@ -270,6 +297,7 @@ inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
   p->totalGlobalMem = std::size_t{8} << 30;
   p->multiProcessorCount = bgtq_emu::emulated_sms;
   p->major = 9;
+  p->l2CacheSize = 1 << 20;
   return cudaSuccess;
 }
 inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
@@ -287,10 +315,23 @@ inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
   return cudaSuccess;
 }
 template <class F>
-cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute a, int v) {
-  return a == cudaFuncAttributeMaxDynamicSharedMemorySize && v >= 0 && static_cast<std::size_t>(v) <= bgtq_emu::max_dynamic_smem
-             ? cudaSuccess
-             : cudaErrorInvalidValue;
+cudaError_t cudaFuncSetAttribute(F f, cudaFuncAttribute a, int v) {
+  if (a != cudaFuncAttributeMaxDynamicSharedMemorySize || v < 0 || static_cast<std::size_t>(v) > bgtq_emu::max_dynamic_smem)
+    return cudaErrorInvalidValue;
+  std::lock_guard<std::mutex> lock(bgtq_emu::limits_mu);
+  bgtq_emu::smem_limits()[reinterpret_cast<const void*>(f)] = static_cast<std::size_t>(v);
+  return cudaSuccess;
+}
+struct cudaFuncAttributes {
+  std::size_t sharedSizeBytes = 0;  // static shared memory: not modelled
+  int maxDynamicSharedSizeBytes = 0;
+  int ptxVersion = 0;
+};
+template <class F>
+cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* fa, F f) {
+  *fa = cudaFuncAttributes{};
+  fa->maxDynamicSharedSizeBytes = static_cast<int>(bgtq_emu::smem_limit(reinterpret_cast<const void*>(f)));
+  return cudaSuccess;
 }
 //! CTAs of `block` threads and `smem` bytes one emulated SM holds: the register file is
 //! not modelled, the shared memory is (at most 4, like a 128-thread CTA of ~128 registers).

@@ -21,9 +21,15 @@ endfunction()
 
 # 1. default dispatch 100 us, flash 80, efficient 40 (the best), cuDNN refuses. T = 256, B = 1:
 #    fp16 bytes 1064960, floor 0.26624 us at 4e12 B/s; Block-GTQ K3V3 10 us, its /tc row 5 us.
-run_sdpa(out err rc)
+run_sdpa(out err rc FAKE_TORCH_LOG=${WORK}/calls.txt)
 if(NOT rc EQUAL 0)
   message(FATAL_ERROR "sdpa.py exit ${rc}: ${err}")
+endif()
+# 2 shapes x 3 backends that run (default, flash, efficient) x (3 warm-ups + 20 timed): an
+# L2 flush before each of the 120 timed calls (cuDNN refuses before anything is timed)
+file(READ ${WORK}/calls.txt calls)
+if(NOT calls MATCHES "^138 120")
+  message(FATAL_ERROR "sdpa.py made '${calls}' (calls, L2 flushes); want 138 calls and 120 flushes")
 endif()
 expect("${out}" "fp16 SDPA +fp16 +1 +256 +100\\.0 +1064960 +0\\.003 +1\\.00 +0\\.40 +0\\.00" "default row")
 expect("${out}" "fp16 efficient +fp16 +1 +256 +40\\.0 +1064960 +0\\.007 +2\\.50 +1\\.00 +0\\.01" "best-backend row")

@@ -3,7 +3,9 @@ is tested without PyTorch or a GPU (tests/cuda/sdpa/test_sdpa_table.cmake). Timi
 fake clock that each attention call advances by its backend's cost, so it is exact."""
 __version__ = "0.0-fake"
 float16 = "float16"
+uint8 = "uint8"
 clock_us = 0.0  # advanced by nn.functional.scaled_dot_product_attention
+flushes = 0  # L2 flushes (zero_ on the flush buffer): sdpa.py must do one per timed call
 
 
 class Tensor:
@@ -36,6 +38,22 @@ def randn(*shape, device=None, dtype=None):
     return Tensor(n)
 
 
+class _Buffer:
+    def __init__(self, nbytes):
+        self.nbytes = nbytes
+
+    def zero_(self):
+        global flushes
+        flushes += 1
+        return self
+
+
+def empty(nbytes, dtype=None, device=None):
+    if nbytes < (64 << 20):
+        raise RuntimeError(f"flush buffer of {nbytes} bytes is smaller than 64 MiB")
+    return _Buffer(nbytes)
+
+
 def isfinite(t):
     return Tensor(True)
 
@@ -52,6 +70,12 @@ class cuda:
     @staticmethod
     def empty_cache():
         pass
+
+    @staticmethod
+    def get_device_properties(index):
+        class Props:
+            L2_cache_size = 50 << 20
+        return Props()
 
     class Event:
         def __init__(self, enable_timing=False):
