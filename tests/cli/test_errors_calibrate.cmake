@@ -46,9 +46,25 @@ expect_failure(CMD calibrate RC 1 CATEGORY io_error MATCH "blocker" DIR ${WORK} 
   ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 3 -o ${WORK}/blocker/plan.bin --quiet)
 # above b_max (row 9): capped with one warning line, exit 0, plan written
 expect_success(CMD calibrate ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 6 --b-max 4 -o ${WORK}/capped.bin --quiet)
-if(NOT LAST_STDERR MATCHES "warning: .*bit budget B = 24 exceeds L \\* b_max = 4 \\* 4 = 16; capped to 16")
+if(NOT LAST_STDERR MATCHES "^bgtq calibrate: warning: .*bit budget B = 24 exceeds L \\* b_max = 4 \\* 4 = 16; capped to 16")
   message(FATAL_ERROR "calibrate: cap warning missing: ${LAST_STDERR}")
 endif()
 if(NOT EXISTS ${WORK}/capped.bin)
   message(FATAL_ERROR "calibrate: no plan after a capped budget")
+endif()
+# an output directory that does not exist: refused before any work, for -o and for
+# --json-out; with --json-out failing, the plan (-o) is not written either (both or none)
+expect_failure(CMD calibrate RC 1 CATEGORY io_error MATCH "-o '.*nodir/p.bin': the directory '.*nodir' does not exist"
+  DIR ${WORK} ABSENT ${WORK}/nodir ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 3 -o ${WORK}/nodir/p.bin --quiet)
+file(SHA256 ${P} before)
+expect_failure(CMD calibrate RC 1 CATEGORY io_error MATCH "--json-out '.*nodir/p.json': the directory"
+  DIR ${WORK} ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 3 -o ${P} --json-out ${WORK}/nodir/p.json --quiet)
+file(SHA256 ${P} after)
+if(NOT before STREQUAL after)
+  message(FATAL_ERROR "calibrate replaced the plan although its --json-out could not be written")
+endif()
+expect_success(CMD calibrate ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 3 -o ${WORK}/two.bin
+  --json-out ${WORK}/two.json --quiet)
+if(NOT EXISTS ${WORK}/two.bin OR NOT EXISTS ${WORK}/two.json)
+  message(FATAL_ERROR "calibrate -o --json-out: both files must be written")
 endif()

@@ -38,3 +38,16 @@ file(READ ${R} kept)
 if(NOT kept STREQUAL "old")
   message(FATAL_ERROR "a failing eval changed the existing result file")
 endif()
+# an output directory that does not exist: refused at once, before the evaluation
+expect_failure(CMD eval RC 1 CATEGORY io_error MATCH "-o '.*nodir/r.json': the directory '.*nodir' does not exist"
+  DIR ${WORK} ABSENT ${WORK}/nodir ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half -o ${WORK}/nodir/r.json)
+# repeated bit widths and methods: one result each (no duplicate JSON keys)
+expect_success(CMD eval ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --bits 2,2 --methods tq,tq,fp16 --quiet -o ${WORK}/dup.json)
+file(READ ${WORK}/dup.json dup)
+string(JSON n LENGTH "${dup}" summary mean)
+if(NOT n EQUAL 2)
+  message(FATAL_ERROR "eval --bits 2,2 --methods tq,tq,fp16: ${n} summary entries, want 2 (tq@2, fp16)")
+endif()
+# a zero-length dimension is named
+expect_failure(CMD eval RC 1 CATEGORY shape_mismatch MATCH "k_t0.npy: K dimension T \\(tokens\\) of shape \\(1, 0, 1, 8\\) is 0"
+  DIR ${WORK} ABSENT ${WORK}/t0.json ARGS --q ${D}/q.npy --k ${D}/k_t0.npy --rope half --quiet -o ${WORK}/t0.json)

@@ -79,6 +79,7 @@ expect_usage("unknown option" "unknown option --bogus" --layers 1 --tokens 4 --q
 expect_usage("typo" "missing required option --layers \\(--layer was given, which is not an option here: a typo\\?\\)"
              --layer 1 --tokens 4 --q-heads 2 --kv-heads 1 --dim 8 --rope half)
 expect_usage("unknown before -o" "unknown option --bogus" --layers 1 --tokens 4 --q-heads 2 --kv-heads 1 --dim 8 --rope half --bogus)
+expect_usage("dim above 1024" "--dim 2000 is out of range \\[2, 1024\\]" --layers 1 --tokens 4 --q-heads 2 --kv-heads 1 --dim 2000 --rope half)
 expect_usage("value missing" "option --dim needs a value" --layers 1 --tokens 4 --q-heads 2 --kv-heads 1 --dim --rope half)
 bgtq_run(out err rc synth --layers 1 --tokens 4 --q-heads 2 --kv-heads 1 --dim 8 --rope half)
 bgtq_expect_rc(${rc} 2 "missing -o" "${err}")

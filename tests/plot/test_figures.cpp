@@ -185,6 +185,15 @@ TEST_CASE("eval results: wrong shapes and absent metrics are clear errors", "[pl
   CHECK(code(R"({"layers":[{"layer":0,"results":{"tq@2":{"kl":1}}}]})") == errc::invalid_argument);
   CHECK(code(results_json, "out_rel_l2") == errc::invalid_argument);
   CHECK(code(results_json) == errc::ok);
+  // hostile numbers: a layer or bit width no int holds, a fraction, a metric as a string
+  CHECK(code(R"({"layers":[{"layer":1e300,"results":{"tq@2":{"logit_mae":1}}}]})") == errc::format_error);
+  CHECK(code(R"({"layers":[{"layer":-1,"results":{"tq@2":{"logit_mae":1}}}]})") == errc::format_error);
+  CHECK(code(R"({"layers":[{"layer":0.5,"results":{"tq@2":{"logit_mae":1}}}]})") == errc::format_error);
+  CHECK(code(R"({"layers":[{"layer":0,"results":{"tq@2":{"logit_mae":"abc"}}}]})") == errc::format_error);
+  CHECK(code(R"({"layers":[{"layer":0,"results":{"tq@2":{"logit_mae":1}}}],)"
+             R"("summary":{"bgtq_vs_tq":[{"bits":1e300,"logit_mae_reduction":0.5}]}})") == errc::format_error);
+  CHECK(code(R"({"layers":[{"layer":0,"results":{"tq@2":{"logit_mae":null}, "tq@3":{"logit_mae":1}}}],)"
+             R"("config":{"layers":1e300,"tokens":-5,"head_dim":2.5}})") == errc::ok);  // null: no value; bad counts ignored
 }
 
 TEST_CASE("JSON reader: values, escapes, errors with line and column", "[plot][json]") {

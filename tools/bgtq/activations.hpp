@@ -39,10 +39,15 @@ inline activation_file load_activations(const std::string& path, const char* wha
     fail(errc::shape_mismatch, path + ": " + what + " must be [L,T,H,D] or [T,H,D], got a " + std::to_string(s.size()) +
                                    "-D array");
   }
-  for (std::size_t d : s)
-    BGTQ_REQUIRE(d >= 1 && d <= (1u << 24), errc::shape_mismatch, path + ": a dimension is 0 or absurdly large");
+  static const char* const names4[] = {"L (layers)", "T (tokens)", "H (heads)", "D (head_dim)"};
+  for (std::size_t i = 0; i < s.size(); ++i)
+    BGTQ_REQUIRE(s[i] >= 1 && s[i] <= (1u << 24), errc::shape_mismatch,
+                 path + ": " + what + " dimension " + names4[i + 4 - s.size()] + " of shape " + detail::shape_repr(s) + " is " +
+                     (s[i] == 0 ? "0" : std::to_string(s[i]) + ", above 2^24"));
   BGTQ_REQUIRE(f.dim >= 2 && f.dim % 2 == 0, errc::shape_mismatch,
                path + ": head_dim " + std::to_string(f.dim) + " is not even (RoPE pairs dims)");
+  BGTQ_REQUIRE(f.dim <= 1024, errc::shape_mismatch,
+               path + ": head_dim " + std::to_string(f.dim) + " is above 1024, the largest a plan supports");
   require_finite(f.a, path);
   return f;
 }

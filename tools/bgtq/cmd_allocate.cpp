@@ -2,7 +2,8 @@
 //   bgtq allocate --scores FILE --avg-bits X [--b-min M] [--b-max M]
 //                 [--distortion rate4|codebook] [--codebook-dim N]
 //                 [--allocator greedy|dp|uniform] [--json]
-// FILE: whitespace-separated numbers in text ('#' starts a comment), or a 1-D .npy.
+// FILE: whitespace-separated numbers in text ('#' starts a comment), or a 1-D .npy
+// (float32 or float16, e.g. np.save of one head's scores).
 // Output: the widths, J = sum_i s_i D(b_i) and the total; warnings go to stderr.
 #include <cmath>
 #include <cstdint>
@@ -17,6 +18,7 @@
 #include <bgtq/codebook/codebook.hpp>
 #include <bgtq/core/error.hpp>
 #include <bgtq/io/json.hpp>
+#include <bgtq/io/npy.hpp>
 
 #include "cli.hpp"
 
@@ -60,15 +62,25 @@ std::vector<double> read_scores_text(const std::string& path) {
   return scores;
 }
 
+// Scores from a 1-D .npy (float32 or float16): every element finite and >= 0; errors name
+// the file, the shape or the element.
+std::vector<double> read_scores_npy(const std::string& path) {
+  const bgtq::npy_array arr = bgtq::read_npy(path);
+  if (arr.shape.size() != 1)
+    bgtq::fail(bgtq::errc::shape_mismatch, path + ": scores must be a 1-D array, the file holds shape " +
+                                               bgtq::detail::shape_repr(arr.shape));
+  if (arr.data.empty()) bgtq::fail(bgtq::errc::format_error, path + ": the array is empty (shape (0,))");
+  bgtq::require_finite(arr, path);
+  std::vector<double> scores(arr.data.begin(), arr.data.end());
+  for (std::size_t i = 0; i < scores.size(); ++i)
+    if (scores[i] < 0.0)
+      bgtq::fail(bgtq::errc::invalid_argument, path + ": score " + std::to_string(i) + " (" + std::to_string(scores[i]) +
+                                                   ") is negative (scores must be >= 0)");
+  return scores;
+}
+
 std::vector<double> read_scores(const std::string& path) {
-  if (ends_with(path, ".npy")) {
-    // TODO(npy): read a 1-D array with bgtq::read_npy (include/bgtq/io/npy.hpp) once
-    // the io family is merged into main.
-    bgtq::fail(bgtq::errc::unsupported, "'" + path +
-                                            "': .npy score files are not supported by this build yet; "
-                                            "give the scores as a text file of numbers");
-  }
-  return read_scores_text(path);
+  return ends_with(path, ".npy") ? read_scores_npy(path) : read_scores_text(path);
 }
 
 int run(bgtq::cli::args& a) {

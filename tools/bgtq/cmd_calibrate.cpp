@@ -1,4 +1,5 @@
 // bgtq calibrate: block energies from Q/K dumps -> bit allocation -> plan file.
+#include <bgtq/cache/factory.hpp>
 #include <bgtq/codec/block_gtq.hpp>
 #include <bgtq/energy/energy.hpp>
 #include <bgtq/io/atomic_file.hpp>
@@ -28,6 +29,8 @@ int run(cli::args& a) {
   const long rotary = a.get_int("rotary-dim", -1, -1, 1 << 20);
   plan_options opt = cli::plan_options_from_args(a, avg);
   a.finish();
+  check_output_path(out, "-o");  // before the work: a bad path fails now, not after it
+  if (json_out) check_output_path(*json_out, "--json-out");
 
   cli::progress("[calibrate] reading " + qp + " and " + kp);
   const auto q = cli::load_activations(qp, "Q");
@@ -41,26 +44,34 @@ int run(cli::args& a) {
   for (int l = 0; l < q.layers; ++l) est.add(l, q.layer(l), k.layer(l), static_cast<std::size_t>(T));
   std::string warnings;
   const plan p = build_plan(q.layers, k.heads, q.heads, rope, est.scores(), opt, T, &warnings);
-  if (!warnings.empty()) std::fprintf(stderr, "warning: %s", warnings.c_str());
-  save_plan(out, p);
-  if (json_out) atomic_write_file(*json_out, [&](std::ostream& os) { write_plan_json(os, p); os << "\n"; }, false);
+  if (!warnings.empty()) cli::warn("calibrate", warnings);
+  // the plan and its JSON twin together: both are written before either replaces its target
+  const std::vector<unsigned char> bytes = serialize_plan(p);
+  std::vector<output_file> files{{out, [&](std::ostream& os) {
+                                    os.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+                                  }}};
+  if (json_out) files.push_back({*json_out, [&](std::ostream& os) { write_plan_json(os, p); os << "\n"; }, false});
+  atomic_write_files(files);
 
   // summary: width histogram and bytes per token
+  // (what the default cache stores: bit-plane pages of 64 tokens, kv_cache::bytes_per_token)
   std::map<int, long> hist;
-  double key_bytes = 0;
+  double key_bytes = 0, value_bytes = 0;
   for (int l = 0; l < p.layers; ++l)
     for (int h = 0; h < p.kv_heads; ++h) {
       for (int b : p.head(l, h).widths) ++hist[b];
-      key_bytes += static_cast<double>(block_gtq_codec::from_plan(p, l, h).bytes());
+      key_bytes += stored_bytes_per_token(block_gtq_codec::from_plan(p, l, h));
+      if (p.value_bits > 0) value_bytes += stored_bytes_per_token(plan_value_codec(p, l, h));
     }
   key_bytes /= static_cast<double>(p.layers * p.kv_heads);
-  const double value_bytes = p.value_bits == 0 ? 0.0 : (p.rope.head_dim * p.value_bits + 7) / 8 + radius_bytes(p.value_radius);
+  value_bytes /= static_cast<double>(p.layers * p.kv_heads);
   const long nblocks = static_cast<long>(p.layers) * p.kv_heads * p.num_blocks();
   if (json) {
     json_writer w(std::cout);
     w.begin_object().key("plan").value(out).key("layers").value(p.layers).key("kv_heads").value(p.kv_heads);
     w.key("q_heads").value(p.q_heads).key("head_dim").value(p.rope.head_dim).key("rope").value(to_string(p.rope.pairing));
     w.key("calib_tokens").value(static_cast<long>(T)).key("avg_bits").value(p.avg_bits).key("value_bits").value(p.value_bits);
+    w.key("capped").value(!warnings.empty());  // the budget exceeded L * b_max somewhere (the warnings say where)
     w.key("width_histogram").begin_object();
     for (const auto& [b, n] : hist) w.key(std::to_string(b)).value(static_cast<double>(n) / nblocks);
     w.end_object();

@@ -7,6 +7,8 @@
 #include <bgtq/io/atomic_file.hpp>
 #include <bgtq/io/json.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -40,16 +42,19 @@ int run(cli::args& a) {
   const bool eval_all = a.flag("eval-all");
   const bool json = a.flag("json");
   const auto out_path = a.get("o");
-  std::vector<int> bits;
+  std::vector<int> bits;  // in the order given, repeats dropped (each method@bits is one result)
   for (const auto& s : a.get_list("bits", "2,3,4")) {
     const long b = cli::parse_int(s, "--bits");
     if (b < 1 || b > 8) throw cli::usage_error("--bits entries must be in 1..8, got " + s);
-    bits.push_back(static_cast<int>(b));
+    if (std::find(bits.begin(), bits.end(), static_cast<int>(b)) == bits.end()) bits.push_back(static_cast<int>(b));
   }
   std::vector<method_spec> methods;
+  std::vector<std::string> seen;
   for (const auto& m : a.get_list("methods", "fp16,tq,bgtq,kivi")) {
     if (m != "fp16" && m != "tq" && m != "bgtq" && m != "kivi" && m != "kivi-sym")
       throw cli::usage_error("unknown method '" + m + "' (expected fp16, tq, bgtq, kivi, kivi-sym)");
+    if (std::find(seen.begin(), seen.end(), m) != seen.end()) continue;
+    seen.push_back(m);
     if (m == "fp16") {
       methods.push_back({m, 16});
     } else {
@@ -58,6 +63,7 @@ int run(cli::args& a) {
   }
   plan_options base = cli::plan_options_from_args(a, 3.0);
   a.finish();
+  if (out_path) check_output_path(*out_path, "-o");  // before the work, which can take long
 
   cli::progress("[eval] reading activations");
   const auto q = cli::load_activations(qp, "Q");
@@ -87,13 +93,20 @@ int run(cli::args& a) {
     std::string warn;
     plans.emplace(m.key(), m.method == "tq" ? uniform_plan(L, Hkv, Hq, rope, m.bits, o)
                                             : build_plan(L, Hkv, Hq, rope, scores, o, N, &warn));
-    if (!warn.empty()) std::fprintf(stderr, "warning (%s): %s", m.key().c_str(), warn.c_str());
+    for (std::size_t at = 0; at < warn.size();) {  // one warning line per (layer, head), each naming the method
+      const std::size_t nl = std::min(warn.find('\n', at), warn.size());
+      cli::warn("eval", m.key() + ": " + warn.substr(at, nl - at));
+      at = nl + 1;
+    }
   }
 
   std::vector<std::map<std::string, method_result>> per_layer(static_cast<std::size_t>(L));
   const std::size_t nk = static_cast<std::size_t>(T) * Hkv * D;
   std::vector<float> khat(nk), vhat(nk);
   const layer_shape sh{T, Hq, Hkv, D};
+  const auto started = std::chrono::steady_clock::now();
+  auto last_line = started;
+  std::size_t done = 0;
   for (int l = 0; l < L; ++l) {
     const float* kl = k.layer(l);
     const float* vl = v ? v->layer(l) : nullptr;
@@ -116,13 +129,24 @@ int run(cli::args& a) {
         const plan& p = plans.at(m.key());
         cli::roundtrip_rows(kl, T, Hkv, D, [&](int h) { return block_gtq_codec::from_plan(p, l, h); }, khat.data());
         if (vl) cli::roundtrip_rows(vl, T, Hkv, D, [&](int h) { return plan_value_codec(p, l, h); }, vhat.data());
-        for (int h = 0; h < Hkv; ++h) {
-          r.key_bytes += static_cast<double>(block_gtq_codec::from_plan(p, l, h).bytes()) / Hkv;
-          r.value_bytes += static_cast<double>(plan_value_codec(p, l, h).bytes()) / Hkv;
+        for (int h = 0; h < Hkv; ++h) {  // what the default cache stores (bit-plane pages of 64 tokens)
+          r.key_bytes += stored_bytes_per_token(block_gtq_codec::from_plan(p, l, h)) / Hkv;
+          r.value_bytes += stored_bytes_per_token(plan_value_codec(p, l, h)) / Hkv;
         }
       }
       r.m = compare_attention(sh, q.layer(l), kl, khat.data(), vl, vl ? vhat.data() : nullptr, t_begin);
       per_layer[static_cast<std::size_t>(l)][m.key()] = r;
+      ++done;
+      // within a layer too, at most every 2 s: long dumps take minutes per layer
+      const auto now = std::chrono::steady_clock::now();
+      if (now - last_line >= std::chrono::seconds(2) && done < methods.size() * static_cast<std::size_t>(L)) {
+        std::ostringstream line;
+        line << "[eval] layer " << (l + 1) << "/" << L << ": " << m.key() << " done (" << done << "/"
+             << methods.size() * static_cast<std::size_t>(L) << " method-layers, "
+             << std::chrono::duration_cast<std::chrono::seconds>(now - started).count() << " s)";
+        cli::progress(line.str());
+        last_line = now;
+      }
     }
     std::ostringstream line;
     line << "[eval] layer " << (l + 1) << "/" << L;
@@ -132,6 +156,7 @@ int run(cli::args& a) {
         line << "  MAE@" << b << " tq " << per_layer[static_cast<std::size_t>(l)]["tq@" + std::to_string(b)].m.logit_mae << " bgtq "
              << per_layer[static_cast<std::size_t>(l)]["bgtq@" + std::to_string(b)].m.logit_mae;
     cli::progress(line.str());
+    last_line = std::chrono::steady_clock::now();
   }
 
   // summary: means over layers, Block-GTQ vs uniform TQ-MSE
@@ -211,8 +236,10 @@ int run(cli::args& a) {
                 "B/token", "vs fp16");
     for (const auto& m : methods) {
       const auto& r = mean[m.key()];
-      std::printf("%-12s %12.5g %12.5g %8.4f %10.4g %10.1f %7.2fx\n", m.key().c_str(), r.m.logit_mae, r.m.kl, r.m.top10,
-                  v ? r.m.out_rel_l2 : 0.0, r.key_bytes + r.value_bytes, 4.0 * D / (r.key_bytes + r.value_bytes));
+      char rel[32] = "-";  // no V: no output error
+      if (v) std::snprintf(rel, sizeof rel, "%.4g", r.m.out_rel_l2);
+      std::printf("%-12s %12.5g %12.5g %8.4f %10s %10.1f %7.2fx\n", m.key().c_str(), r.m.logit_mae, r.m.kl, r.m.top10, rel,
+                  r.key_bytes + r.value_bytes, 4.0 * D / (r.key_bytes + r.value_bytes));
     }
     for (const auto& c : comps)
       std::printf("Block-GTQ vs uniform TQ-MSE at %d bits: logit MAE %+.1f%%, KL %+.1f%%, wins %d/%d layers\n", c.bits,
@@ -223,7 +250,7 @@ int run(cli::args& a) {
 
 cli::registrar reg{{"eval", "compare Block-GTQ, uniform TQ-MSE, KIVI and fp16 on Q/K(/V) activation dumps",
                     "--q Q.npy --k K.npy [--v V.npy] --rope interleaved|half [--rotary-dim R] [--calib-tokens N] "
-                    "[--eval-all] [--bits 2,3,4] [--methods fp16,tq,bgtq,kivi,kivi-sym] [--b-min M] [--b-max M] "
+                    "[--eval-all] [--bits 2,3,4] [--methods fp16,tq,bgtq,kivi (also kivi-sym)] [--b-min M] [--b-max M] "
                     "[--scope head|layer|model] [--distortion rate4|codebook] [--seed S] [--charge-radii] [-o RESULTS.json] [--json]",
                     &run, {"json", "eval-all", "norm-correction", "charge-radii"}}};
 

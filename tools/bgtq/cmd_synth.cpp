@@ -31,7 +31,7 @@ int run(bgtq::cli::args& a) {
   c.tokens = static_cast<int>(a.require_int("tokens", 1, 1L << 30));
   c.q_heads = static_cast<int>(a.require_int("q-heads", 1, 1 << 16));
   c.kv_heads = static_cast<int>(a.require_int("kv-heads", 1, 1 << 16));
-  const int dim = static_cast<int>(a.require_int("dim", 2, 1 << 16));
+  const int dim = static_cast<int>(a.require_int("dim", 2, 1024));  // what plans (calibrate, eval) accept
   const std::string rope_name = a.require("rope");
   int rotary = static_cast<int>(a.get_int("rotary-dim", -1, -1, 1 << 16));  // default: all of D
   const double base = a.get_double("rope-base", 10000.0, 1.0, 1e12);

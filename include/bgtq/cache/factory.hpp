@@ -42,6 +42,18 @@ inline block_gtq_codec plan_value_codec(const plan& p, int layer, int h) {
   return block_gtq_codec(hp, natural, key_codec_options{p.codebook, p.value_radius, p.norm_correction});
 }
 
+//! Bytes per quantized token that a cache with pages of `page_tokens` tokens in `Layout`
+//! stores for one head coded by `c`: codes, radii and the page part's 64-byte alignment,
+//! over the page size. Exactly kv_cache::bytes_per_token's share of this part (the key
+//! part for a key codec, the value part for a value codec): the bit-plane layout packs
+//! b-bit codes with no per-group rounding, unlike block_gtq_codec::bytes() (one
+//! token-major record, each group rounded up to whole bytes).
+template <class Layout = bit_plane_layout>
+double stored_bytes_per_token(const block_gtq_codec& c, int page_tokens = 64) {
+  gtq_pages::head_state s = gtq_pages::make(c);
+  return static_cast<double>(gtq_pages::configure<Layout>(s, page_tokens)) / static_cast<double>(page_tokens);
+}
+
 //! Value states of every (layer, KV head) from a plan (see plan_value_codec).
 inline std::vector<gtq_pages::head_state> plan_value_states(const plan& p) {
   validate(p);

@@ -15,37 +15,81 @@
 #include <random>
 #include <string>
 #include <system_error>
+#include <vector>
 
 #include "../core/error.hpp"
 
 namespace bgtq {
+
+//! One output of atomic_write_files: a target path and the function that writes it.
+struct output_file {
+  std::string path;
+  std::function<void(std::ostream&)> write;
+  bool binary = true;
+};
+
+//! Writes every file to a temporary next to its target, and only when all of them were
+//! written and flushed completely renames them over their targets: a failure in any
+//! writer (a missing directory for the second file, a full disk) leaves every target as
+//! it was. (A rename failing after an earlier one succeeded, e.g. across a permission
+//! change between the two, is the one case that can leave the first file replaced.)
+//! @throws bgtq::error(io_error) naming the file; rethrows whatever a writer throws.
+inline void atomic_write_files(const std::vector<output_file>& files) {
+  namespace fs = std::filesystem;
+  std::vector<fs::path> tmps;
+  std::random_device rd;
+  try {
+    for (const output_file& f : files) {
+      const fs::path target(f.path);
+      const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+      tmps.push_back(dir / (target.filename().string() + ".tmp." + std::to_string(rd())));
+      std::ofstream os(tmps.back(), f.binary ? (std::ios::binary | std::ios::trunc) : std::ios::trunc);
+      if (!os) fail(errc::io_error, "cannot create '" + tmps.back().string() + "' (does the directory exist and is it writable?)");
+      f.write(os);
+      os.flush();
+      if (!os) fail(errc::io_error, "write to '" + tmps.back().string() + "' failed (disk full?)");
+    }
+    for (std::size_t i = 0; i < files.size(); ++i) {
+      std::error_code ec;
+      fs::rename(tmps[i], files[i].path, ec);
+      if (ec) fail(errc::io_error, "cannot rename '" + tmps[i].string() + "' to '" + files[i].path + "': " + ec.message());
+    }
+  } catch (...) {
+    for (const fs::path& t : tmps) {
+      std::error_code ec;
+      fs::remove(t, ec);
+    }
+    throw;
+  }
+}
 
 //! Calls `write(stream)` on a temporary file and renames it to `path` on success.
 //! @throws bgtq::error(io_error) if the file cannot be created, written or renamed;
 //!         rethrows whatever `write` throws. In every failing case `path` is untouched.
 inline void atomic_write_file(const std::string& path, const std::function<void(std::ostream&)>& write,
                               bool binary = true) {
+  atomic_write_files({output_file{path, write, binary}});
+}
+
+//! Checks, before any long computation, that `path` can be written later: its directory
+//! exists and accepts a new file (a probe file is created and removed there), and `path`
+//! is not a directory. `what` names the option in the message ("-o").
+//! @throws bgtq::error(io_error) naming the option, the path and the cause.
+inline void check_output_path(const std::string& path, const std::string& what) {
   namespace fs = std::filesystem;
   const fs::path target(path);
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec))
+    fail(errc::io_error, what + " '" + path + "': the directory '" + dir.string() + "' does not exist");
+  if (fs::is_directory(target, ec)) fail(errc::io_error, what + " '" + path + "' is a directory");
   std::random_device rd;
-  const fs::path tmp = dir / (target.filename().string() + ".tmp." + std::to_string(rd()));
-  try {
-    {
-      std::ofstream os(tmp, binary ? (std::ios::binary | std::ios::trunc) : std::ios::trunc);
-      if (!os) fail(errc::io_error, "cannot create '" + tmp.string() + "' (does the directory exist and is it writable?)");
-      write(os);
-      os.flush();
-      if (!os) fail(errc::io_error, "write to '" + tmp.string() + "' failed (disk full?)");
-    }
-    std::error_code ec;
-    fs::rename(tmp, target, ec);
-    if (ec) fail(errc::io_error, "cannot rename '" + tmp.string() + "' to '" + path + "': " + ec.message());
-  } catch (...) {
-    std::error_code ec;
-    fs::remove(tmp, ec);
-    throw;
+  const fs::path probe = dir / (target.filename().string() + ".tmp." + std::to_string(rd()));
+  {
+    std::ofstream os(probe, std::ios::binary | std::ios::trunc);
+    if (!os) fail(errc::io_error, what + " '" + path + "': cannot create a file in '" + dir.string() + "'");
   }
+  fs::remove(probe, ec);
 }
 
 namespace detail {

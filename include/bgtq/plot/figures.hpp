@@ -252,6 +252,13 @@ inline const std::vector<std::string>& eval_metrics() {
 //! @throws bgtq::error(format_error) if the document does not have the shape
 //!         {"layers":[{"layer":N,"results":{"method":{metric:x,...}}}]}, or
 //!         invalid_argument if no method reports `metric`
+//! A JSON number as short text for messages ("1e+300", "2.5").
+inline std::string json_number_text(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+
 inline eval_table parse_eval_results(const json_value& doc, const std::string& name, const std::string& metric = "logit_mae") {
   auto bad = [&](const std::string& what) {
     fail(errc::format_error, name + ": " + what + " (expected the file `bgtq eval ... -o R.json` writes)");
@@ -272,7 +279,10 @@ inline eval_table parse_eval_results(const json_value& doc, const std::string& n
     const json_value* res = e.find("results");
     if (!id || !id->is_number() || !res || !res->is_object())
       bad("layers[" + std::to_string(li) + "] lacks a numeric \"layer\" or a \"results\" object");
-    t.layers.push_back(static_cast<int>(id->as_number()));
+    const double lid = id->as_number();
+    if (!(lid >= 0.0 && lid <= 1e6 && lid == std::floor(lid)))  // (also keeps the int conversion defined)
+      bad("layers[" + std::to_string(li) + "].layer = " + json_number_text(lid) + " is not a layer index (0 .. 1e6)");
+    t.layers.push_back(static_cast<int>(lid));
     for (const auto& [m, v] : res->members()) {
       if (!v.is_object()) bad("layers[" + std::to_string(li) + "].results." + m + " is not an object");
       auto it = idx.find(m);
@@ -284,6 +294,8 @@ inline eval_table parse_eval_results(const json_value& doc, const std::string& n
         bytes_n.push_back(0);
       }
       const json_value* x = v.find(metric);
+      if (x && !x->is_number() && !x->is_null())  // absent or null: no value for this layer
+        bad("layers[" + std::to_string(li) + "].results." + m + "." + metric + " is not a number");
       if (x && x->is_number() && std::isfinite(x->as_number())) t.value[it->second][li] = x->as_number();
       const json_value* by = v.find("bytes_per_token");
       if (by && by->is_number() && std::isfinite(by->as_number())) {
@@ -307,12 +319,19 @@ inline eval_table parse_eval_results(const json_value& doc, const std::string& n
       for (const auto& e : r->items()) {
         const json_value* b = e.find("bits");
         const json_value* red = e.find("logit_mae_reduction");
-        if (b && b->is_number() && red && red->is_number()) t.bgtq_reduction[static_cast<int>(b->as_number())] = red->as_number();
+        if (b && b->is_number() && red && red->is_number()) {
+          const double bits = b->as_number();
+          if (!(bits >= 1.0 && bits <= 8.0 && bits == std::floor(bits)))
+            bad("summary.bgtq_vs_tq[].bits = " + json_number_text(bits) + " is not a bit width (1..8)");
+          t.bgtq_reduction[static_cast<int>(bits)] = red->as_number();
+        }
       }
   if (const json_value* cf = doc.find("config"); cf && cf->is_object()) {
-    auto num = [&](const char* k) -> long {
+    auto num = [&](const char* k) -> long {  // a count, or -1 (absent, not a whole number, out of range)
       const json_value* v = cf->find(k);
-      return v && v->is_number() ? static_cast<long>(v->as_number()) : -1;
+      if (!v || !v->is_number()) return -1;
+      const double x = v->as_number();
+      return x >= 0.0 && x <= 1e15 && x == std::floor(x) ? static_cast<long>(x) : -1;
     };
     auto str = [&](const char* k) -> std::string {
       const json_value* v = cf->find(k);
