@@ -6,6 +6,7 @@
 #include "target_plan.hpp"
 #include "target_page.hpp"
 #include "target_attention.hpp"
+#include "target_eval_json.hpp"
 
 #if __has_include(<llama2c.hpp>)
 #define BGTQ_FUZZ_HAVE_LLAMA2C 1

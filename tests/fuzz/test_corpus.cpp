@@ -201,3 +201,38 @@ TEST_CASE("fuzz seeds: llama2.c tokenizers are current and load", "[fuzz][corpus
   }
 }
 #endif
+
+TEST_CASE("fuzz seeds: eval results JSON (plot eval's reader) are current and run", "[fuzz][corpus]") {
+  struct seed {
+    const char* file;
+    std::string text;
+    int min_rendered;  // metrics that must parse and render
+  };
+  const std::string valid =
+      R"({"config":{"q":"q.npy","k":"k.npy","layers":2,"tokens":64,"q_heads":4,"kv_heads":2,"head_dim":16,)"
+      R"("rope":"half","rotary_dim":16,"calib_tokens":32,"eval_from":32},"layers":[)"
+      R"({"layer":0,"results":{"fp16":{"logit_mae":0.001,"kl":1e-6,"top10":0.99,"out_rel_l2":0.001,"bytes_per_token":64},)"
+      R"("tq@2":{"logit_mae":0.6,"kl":0.2,"top10":0.7,"out_rel_l2":0.5,"bytes_per_token":12},)"
+      R"("bgtq@2":{"logit_mae":0.3,"kl":0.1,"top10":0.8,"out_rel_l2":0.4,"bytes_per_token":13.5}}},)"
+      R"({"layer":1,"results":{"fp16":{"logit_mae":0.002,"kl":2e-6,"top10":0.98,"out_rel_l2":0.002,"bytes_per_token":64},)"
+      R"("tq@2":{"logit_mae":0.7,"kl":0.3,"top10":0.6,"out_rel_l2":0.6,"bytes_per_token":12},)"
+      R"("bgtq@2":{"logit_mae":0.35,"kl":0.12,"top10":0.75,"out_rel_l2":0.45,"bytes_per_token":13.5}}}],)"
+      R"("summary":{"bgtq_vs_tq":[{"bits":2,"logit_mae_reduction":0.5,"kl_reduction":0.5,"layers_won":2,"layers":2}]}})";
+  const std::vector<seed> seeds{
+      {"valid_2layers.seed", valid, 4},
+      {"no_v.seed", R"({"layers":[{"layer":0,"results":{"tq@3":{"logit_mae":0.2,"kl":0.05,"top10":0.9}}}]})", 3},
+      {"hostile_numbers.seed",
+       R"({"config":{"layers":1e300,"tokens":-1},"layers":[{"layer":0,"results":{"kivi@4":{"logit_mae":null,"kl":1e-320,)"
+       R"("top10":1.5,"bytes_per_token":-7}}}],"summary":{"bgtq_vs_tq":[{"bits":3,"logit_mae_reduction":1e308}]}})",
+       2},
+      {"bad_layer.seed", R"({"layers":[{"layer":4294967296.5,"results":{"tq@2":{"logit_mae":1}}}]})", 0},
+      {"escapes.seed", "{\"layers\":[{\"layer\":0,\"results\":{\"t\\u00e9q@2\\ud83d\\ude00\":{\"logit_mae\":1e-3}}}]}", 1},
+      {"nested.seed", std::string(300, '[') + std::string(300, ']'), 0},
+  };
+  for (const seed& s : seeds) {
+    INFO(s.file);
+    const std::vector<std::uint8_t> bytes(s.text.begin(), s.text.end());
+    check_or_write_seed("eval_json", s.file, bytes);
+    CHECK(bgtq_fuzz::eval_json_rendered(bytes.data(), bytes.size()) >= s.min_rendered);
+  }
+}

@@ -53,6 +53,9 @@ void replay(const std::string& name, F&& target) {
 TEST_CASE("fuzz replay: npy reader over its seeds and regressions", "[fuzz]") { replay("npy", bgtq_fuzz::npy_one); }
 TEST_CASE("fuzz replay: plan loader over its seeds and regressions", "[fuzz]") { replay("plan", bgtq_fuzz::plan_one); }
 TEST_CASE("fuzz replay: packed-page codecs over their seeds and regressions", "[fuzz]") { replay("page", bgtq_fuzz::page_one); }
+TEST_CASE("fuzz replay: plot eval's results reader over its seeds and regressions", "[fuzz]") {
+  replay("eval_json", bgtq_fuzz::eval_json_one);
+}
 TEST_CASE("fuzz replay: cache + decode attention over its seeds and regressions", "[fuzz]") {
   replay("attention", bgtq_fuzz::attention_one);
 }

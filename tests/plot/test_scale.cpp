@@ -4,6 +4,7 @@
 #include <bgtq/plot/scale.hpp>
 
 #include <cmath>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -111,6 +112,12 @@ TEST_CASE("linear ticks are nice multiples and exact", "[plot][scale]") {
   check_values(linear_ticks(0, 1, 5), {0, 0.2, 0.4, 0.6, 0.8, 1.0});
   check_values(linear_ticks(0.75, 1.0, 5), {0.75, 0.8, 0.85, 0.9, 0.95, 1.0});
   check_values(linear_ticks(-1, 1, 4), {-1, -0.5, 0, 0.5, 1});
+  // spans no step can tile (found by the eval_json fuzz target): no ticks, defined behaviour
+  CHECK(linear_ticks(1.0, 1.0 + 1e-300, 5).empty());
+  CHECK(linear_ticks(-1e300, 1e300, 5).size() <= 1000u);
+  CHECK(linear_ticks(1e20, 1e20 + 65536.0, 5).empty());  // step 1e4, tick index 1e16: beyond an exact grid
+  CHECK(linear_ticks(-std::numeric_limits<double>::infinity(), 0.0, 5).empty());
+  CHECK(nice_step(4e-320, 5) > 0.0);
   CHECK(linear_ticks(1, 1).empty());
   auto d = nice_domain(0.13, 0.67, 5);
   CHECK(d.first == Approx(0.1));

@@ -42,7 +42,8 @@ inline double nice_step(double span, int target = 5) {
   const double mag = std::pow(10.0, std::floor(std::log10(raw)));
   const double f = raw / mag;
   const double m = f <= 1.5 ? 1.0 : f <= 3.0 ? 2.0 : f <= 7.0 ? 5.0 : 10.0;
-  return m * mag;
+  const double st = m * mag;
+  return st > 0 && std::isfinite(st) ? st : span;  // (a subnormal span: 10^floor(log10) underflows to 0)
 }
 
 //! Linear domain rounded outwards to multiples of nice_step; a degenerate interval
@@ -61,10 +62,13 @@ inline std::pair<double, double> nice_domain(double lo, double hi, int target = 
 //! relative tolerance of 1e-9 of the step).
 inline std::vector<double> linear_ticks(double lo, double hi, int target = 5) {
   std::vector<double> t;
-  if (!(hi > lo)) return t;
+  if (!(hi > lo) || !std::isfinite(lo) || !std::isfinite(hi)) return t;
   const double st = nice_step(hi - lo, target);
-  const long long k0 = static_cast<long long>(std::ceil(lo / st - 1e-9));
-  const long long k1 = static_cast<long long>(std::floor(hi / st + 1e-9));
+  const double a = std::ceil(lo / st - 1e-9), b = std::floor(hi / st + 1e-9);
+  // no integer grid of ticks (an axis far from 0 relative to its span, or an overflow):
+  // none, rather than an out-of-range conversion
+  if (!(std::abs(a) <= 1e15 && std::abs(b) <= 1e15)) return t;
+  const long long k0 = static_cast<long long>(a), k1 = static_cast<long long>(b);
   for (long long k = k0; k <= k1 && t.size() < 1000; ++k) {
     const double v = static_cast<double>(k) * st;
     t.push_back(std::abs(v) < st * 1e-9 ? 0.0 : v);
