@@ -1,6 +1,7 @@
 // Bad-input contract (docs/errors.md), cache and codec rows: one TEST_CASE per row.
 #include <bgtq/codec/block_gtq.hpp>
 #include <bgtq/codec/tq_quantizer.hpp>
+#include <bgtq/plan/build.hpp>
 
 #include <limits>
 #include <string>
@@ -44,11 +45,19 @@ TEST_CASE("errors row 4: a cache whose shape does not match the plan (layers, KV
   const auto p = make_plan(2, 2, 4, 8, {3, 1, 4, 2}, 3, 1);
   REQUIRE_NOTHROW(bgtq::make_bgtq_cache(p, config(2, 2, 4, 8, 2)));
   require_error([&] { (void)bgtq::make_bgtq_cache(p, config(3, 2, 4, 8, 2)); }, errc::shape_mismatch,
-                {"4 key and 4 value codec states for 6 (layer, KV head) pairs"});
+                {"the cache is 3 layers x 2 KV heads (4 query heads), head_dim 8; the plan is 2 x 2 (4), head_dim 8"});
   require_error([&] { (void)bgtq::make_bgtq_cache(p, config(2, 1, 2, 8, 2)); }, errc::shape_mismatch,
-                {"codec states for 2 (layer, KV head) pairs"});
+                {"the cache is 2 layers x 1 KV heads"});
   require_error([&] { (void)bgtq::make_bgtq_cache(p, config(2, 2, 4, 16, 2)); }, errc::shape_mismatch,
-                {"head_dim 8/8, cache has 16"});
+                {"head_dim 16; the plan is 2 x 2 (4), head_dim 8"});
+  // the same (layer, head) count in another shape, and other query heads: refused too
+  require_error([&] { (void)bgtq::make_bgtq_cache(p, config(4, 1, 2, 8, 2)); }, errc::shape_mismatch,
+                {"the cache is 4 layers x 1 KV heads"});
+  require_error([&] { (void)bgtq::make_bgtq_cache(p, config(2, 2, 8, 8, 2)); }, errc::shape_mismatch,
+                {"(8 query heads)"});
+  // the cache's own check of the state count (states built elsewhere)
+  require_error([&] { (void)bgtq::bgtq_cache<>(config(3, 2, 4, 8, 2), bgtq::plan_key_states(p), bgtq::plan_value_states(p)); },
+                errc::shape_mismatch, {"4 key and 4 value codec states for 6 (layer, KV head) pairs"});
   // a head plan applied to another head geometry
   require_error([&] { (void)bgtq::block_gtq_codec(p.head(0, 0), bgtq::rope_layout(16, bgtq::rope_pairing::half), {}); },
                 errc::shape_mismatch, {"4 widths for 8 RoPE blocks"});
@@ -107,6 +116,35 @@ TEST_CASE("errors row 13: a sequence id that does not exist is not_found everywh
   const int s2 = cache.add_sequence();
   require_error([&] { cache.append(s2, 2, k.data(), k.data(), 1); }, errc::not_found, {"layer 2 does not exist (layers: 2)"});
   require_error([&] { (void)cache.key(0, 1); }, errc::not_found, {"no (layer 0, kv_head 1)"});
+  // the raw accessors: a page outside the pool, a window token or head that does not exist
+  cache.append(s2, 0, k.data(), k.data(), 2);  // no window here: both tokens are in a page
+  require_error([&] { (void)cache.page_ptr(2, 0, 0); }, errc::not_found, {"page 2 outside the pool [0, 2)"});
+  require_error([&] { (void)cache.page_ptr(-1, 0, 0); }, errc::not_found);
+  require_error([&] { (void)cache.window_key(s2, 0, 0, 0); }, errc::not_found, {"the window holds 0"});
+  auto wc = gtq_cache(config(1, 2, 4, D, 2, 1, 3), 14);
+  const int ws = wc.add_sequence();
+  const auto k2 = rows(2, 2, D, 4);
+  wc.append(ws, 0, k2.data(), k2.data(), 2);  // 1 sink + 1 recent
+  REQUIRE(wc.window_key(ws, 0, 1, 1) != nullptr);
+  require_error([&] { (void)wc.window_key(ws, 0, 2, 0); }, errc::not_found, {"no (layer 0, kv_head 2)"});
+  require_error([&] { (void)wc.window_value(ws, 0, -1, 0); }, errc::not_found);
+  require_error([&] { (void)wc.window_value(ws, 0, 0, 2); }, errc::not_found, {"window token 2", "the window holds 2"});
+  require_error([&] { (void)wc.window_key(ws, 0, 0, -1); }, errc::not_found);
+}
+
+TEST_CASE("errors: bad sizes are bgtq::errors naming the value, also for a pool no machine holds", "[errors]") {
+  require_error([] { (void)gtq_cache(config(1, 1, 2, 8, 2, -1), 1); }, errc::invalid_argument, {"sink = -1"});
+  require_error([] { (void)gtq_cache(config(1, 1, 2, 8, 2, 0, 1 << 30), 1); }, errc::invalid_argument, {"recent = 1073741824"});
+  require_error([] { (void)gtq_cache(config(1, 1, 2, 8, -3), 1); }, errc::invalid_argument, {"max_pages = -3"});
+  require_error([] { (void)bgtq::fp16_cache<>(config(1, 1, 2, 7, 2), bgtq::fp16_states(1, 1, 8), bgtq::fp16_states(1, 1, 8)); },
+                errc::invalid_argument, {"head_dim = 7 (must be even"});
+  // 2^31 - 1 pages of an fp16 cache at D = 1024 (8 MiB per page over 32 heads): 16 PiB, refused
+  // with its size (not std::bad_alloc, which AddressSanitizer would turn into an abort)
+  require_error([] { (void)bgtq::fp16_cache<>(config(4, 8, 8, 1024, std::numeric_limits<int>::max()),
+                                             bgtq::fp16_states(4, 8, 1024), bgtq::fp16_states(4, 8, 1024)); },
+                errc::capacity_exhausted, {"beyond 64 TiB"});
+  require_error([] { (void)bgtq::uniform_plan(1, -1, 2, bgtq::rope_layout(8, bgtq::rope_pairing::half), 3); },
+                errc::invalid_argument, {"kv_heads = -1"});
 }
 
 TEST_CASE("errors row 14: non-finite keys or values are rejected by default, naming token, head and K/V", "[errors]") {
@@ -360,4 +398,37 @@ TEST_CASE("errors row 22: a non-finite query or scale is rejected by decode atte
   run(gtq_cache(config(1, H, Hq, D, 4, 1, 2), 22));
   run(half_cache(config(1, H, Hq, D, 4)));
   run(kivi(config(1, H, Hq, D, 4), 2, false));
+}
+
+TEST_CASE("errors: a workspace made for another cache (shape or codec) is refused by decode attention, output untouched",
+          "[errors]") {
+  const int D = 16, H = 2, Hq = 4;
+  const auto k = rows(70, H, D, 31), v = rows(70, H, D, 32);
+  auto g = gtq_cache(config(1, H, Hq, D, 4, 0, 8), 31);   // Block-GTQ, window 0 + 8
+  auto kv = kivi(config(1, H, Hq, D, 4, 0, 8), 2, false);  // KIVI, same G, D, P and window
+  auto small = gtq_cache(config(1, H, Hq, D, 4), 33);      // no window
+  for (auto* c : {&g, &small}) {
+    const int s = c->add_sequence();
+    c->append(s, 0, k.data(), v.data(), 70);
+  }
+  const int ks = kv.add_sequence();
+  kv.append(ks, 0, k.data(), v.data(), 70);
+  std::vector<float> q(static_cast<std::size_t>(Hq * D), 0.5f), out(q.size(), 7.0f);
+  const int seq0[1] = {0};
+  // the KIVI value accumulator is G (D + 1) P floats: a Block-GTQ workspace is too small
+  bgtq::attention_workspace wg(g);
+  REQUIRE(wg.fits(g));
+  REQUIRE(!wg.fits(kv));
+  require_error([&] { bgtq::decode_attention(kv, 0, std::span<const int>(seq0, 1), q.data(), out.data(), wg); },
+                errc::invalid_argument, {"workspace was made for another cache shape or codec"});
+  for (float o : out) REQUIRE(o == 7.0f);
+  // a workspace without a window on a cache with one
+  bgtq::attention_workspace ws(small);
+  require_error([&] { bgtq::decode_attention(g, 0, std::span<const int>(seq0, 1), q.data(), out.data(), ws); },
+                errc::invalid_argument, {"another cache"});
+  for (float o : out) REQUIRE(o == 7.0f);
+  // the right one works
+  bgtq::attention_workspace wk(kv);
+  bgtq::decode_attention(kv, 0, std::span<const int>(seq0, 1), q.data(), out.data(), wk);
+  REQUIRE(all_finite(out));
 }

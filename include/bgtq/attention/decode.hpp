@@ -45,6 +45,8 @@ class attention_workspace {
       }
     window_ = cfg.sink + cfg.recent + Cache::block_tokens;
     const std::size_t span = static_cast<std::size_t>(span_pages) * static_cast<std::size_t>(P_);
+    qf_ = qf;
+    af_ = af;
     qbuf.assign(qf + 16, 0.0f);
     acc.assign(af + 16, 0.0f);
     scores.assign(static_cast<std::size_t>(G_) * span + 16, 0.0f);
@@ -56,12 +58,28 @@ class attention_workspace {
     state.assign(static_cast<std::size_t>(G_), softmax_state{-INFINITY, 0.0f});
     row.assign(static_cast<std::size_t>(D_), 0.0f);
   }
-  //! True if this workspace was made for a cache of this shape.
+  //! True if this workspace was made for a cache of this shape and its codecs: the same
+  //! G, head_dim and page size, a window at least as long, and query / accumulator buffers
+  //! large enough for every (layer, KV head) of `c` (a workspace of a Block-GTQ cache is
+  //! too small for a KIVI cache of the same shape: its value accumulator is G(D+1)P).
   template <class Cache>
-  bool fits(const Cache& c) const noexcept {
+  bool fits(const Cache& c) const {
     const auto& cfg = c.config();
-    return G_ == cfg.q_heads / cfg.kv_heads && D_ == cfg.head_dim && P_ == cfg.page_tokens &&
-           window_ >= cfg.sink + cfg.recent + Cache::block_tokens && !qbuf.empty();
+    for (int l = 0; l < cfg.layers; ++l)
+      if (!fits(c, l)) return false;
+    return true;
+  }
+  //! fits() for the heads of one layer (what decode_attention checks on each call).
+  template <class Cache>
+  bool fits(const Cache& c, int layer) const {
+    const auto& cfg = c.config();
+    if (!(G_ == cfg.q_heads / cfg.kv_heads && D_ == cfg.head_dim && P_ == cfg.page_tokens &&
+          window_ >= cfg.sink + cfg.recent + Cache::block_tokens && !qbuf.empty()))
+      return false;
+    for (int h = 0; h < cfg.kv_heads; ++h)
+      if (Cache::key_codec::query_floats(c.key(layer, h), G_) > qf_ || Cache::value_codec::acc_floats(c.value(layer, h), G_) > af_)
+        return false;
+    return true;
   }
 
   std::vector<float> qbuf, acc, scores, weights, tmp, raw, outbuf, wscores, row;
@@ -69,6 +87,7 @@ class attention_workspace {
 
  private:
   int G_ = 0, D_ = 0, P_ = 0, window_ = 0;
+  std::size_t qf_ = 0, af_ = 0;  //!< query and accumulator floats the buffers hold (without the pad)
 };
 
 namespace detail {
@@ -205,12 +224,13 @@ void attend_head(const Cache& cache, int layer, int seq, const typename Cache::s
   }
 }
 
-//! Validates a decode call; returns the views of the sequences.
-//! Rejects a null or non-finite query (it would give a NaN output, or, through the
-//! softmax, silently drop keys) and a non-finite or negative scale.
+//! Validates a decode call (allocates nothing: the views are taken again by the caller).
+//! Rejects an unknown or empty sequence, a bad layer, a workspace made for another cache
+//! or layer shape, a null or non-finite query (it would give a NaN output, or, through
+//! the softmax, silently drop keys) and a non-finite or negative scale.
 template <class Cache>
-std::vector<typename Cache::sequence_view> check_decode(const Cache& cache, int layer, std::span<const int> seqs,
-                                                        const float* q, float* out, float scale) {
+void check_decode(const Cache& cache, int layer, std::span<const int> seqs, const float* q, float* out, float scale,
+                  std::span<const attention_workspace> ws) {
   BGTQ_REQUIRE(q != nullptr && out != nullptr, errc::invalid_argument, "decode_attention: null query or output");
   BGTQ_REQUIRE(std::isfinite(scale) && scale >= 0.0f, errc::invalid_argument,
                "decode_attention: scale = " + std::to_string(scale) + " (must be finite and >= 0; 0 means 1/sqrt(head_dim))");
@@ -225,15 +245,14 @@ std::vector<typename Cache::sequence_view> check_decode(const Cache& cache, int 
                                     "), head " + std::to_string(i / static_cast<std::size_t>(cfg.head_dim)) + ", coordinate " +
                                     std::to_string(i % static_cast<std::size_t>(cfg.head_dim)) + " is not finite; nothing was computed");
   }
-  std::vector<typename Cache::sequence_view> views;
-  views.reserve(seqs.size());
   for (int seq : seqs) {
-    views.push_back(cache.view(seq, layer));
-    const auto& v = views.back();
+    const auto v = cache.view(seq, layer);  // throws for an unknown sequence or layer
     BGTQ_REQUIRE(v.quantized + v.sink + v.tail > 0, errc::invalid_argument,
                  "decode_attention: sequence " + std::to_string(seq) + " has no tokens in layer " + std::to_string(layer));
   }
-  return views;
+  for (const attention_workspace& w : ws)  // (after the layer check: fits reads the layer's codecs)
+    BGTQ_REQUIRE(w.fits(cache, layer), errc::invalid_argument,
+                 "decode_attention: workspace was made for another cache shape or codec");
 }
 
 }  // namespace detail
@@ -250,16 +269,17 @@ template <class Cache>
 void decode_attention(const Cache& cache, int layer, std::span<const int> seqs, const float* q, float* out,
                       attention_workspace& ws, float scale = 0.0f) {
   const auto& cfg = cache.config();
-  BGTQ_REQUIRE(ws.fits(cache), errc::invalid_argument, "decode_attention: workspace was made for another cache shape");
-  const auto views = detail::check_decode(cache, layer, seqs, q, out, scale);
+  detail::check_decode(cache, layer, seqs, q, out, scale, std::span<const attention_workspace>(&ws, 1));
   const int G = cfg.q_heads / cfg.kv_heads;
   const std::size_t D = static_cast<std::size_t>(cfg.head_dim);
   const float sc = scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(D)) : scale;
-  for (std::size_t b = 0; b < seqs.size(); ++b)
+  for (std::size_t b = 0; b < seqs.size(); ++b) {
+    const auto view = cache.view(seqs[b], layer);
     for (int h = 0; h < cfg.kv_heads; ++h) {
       const std::size_t off = (b * static_cast<std::size_t>(cfg.q_heads) + static_cast<std::size_t>(h) * G) * D;
-      detail::attend_head(cache, layer, seqs[b], views[b], h, q + off, out + off, ws, sc);
+      detail::attend_head(cache, layer, seqs[b], view, h, q + off, out + off, ws, sc);
     }
+  }
 }
 
 //! decode_attention with the (sequence, KV head) pairs spread over a thread pool; one
@@ -271,9 +291,8 @@ void decode_attention(const Cache& cache, int layer, std::span<const int> seqs, 
   const auto& cfg = cache.config();
   BGTQ_REQUIRE(ws.size() >= static_cast<std::size_t>(pool.size()), errc::invalid_argument,
                "decode_attention: " + std::to_string(ws.size()) + " workspaces for a pool of " + std::to_string(pool.size()));
-  for (const auto& w : ws)
-    BGTQ_REQUIRE(w.fits(cache), errc::invalid_argument, "decode_attention: workspace was made for another cache shape");
-  const auto views = detail::check_decode(cache, layer, seqs, q, out, scale);
+  detail::check_decode(cache, layer, seqs, q, out, scale,
+                       std::span<const attention_workspace>(ws.data(), static_cast<std::size_t>(pool.size())));
   const int G = cfg.q_heads / cfg.kv_heads;
   const std::size_t D = static_cast<std::size_t>(cfg.head_dim);
   const float sc = scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(D)) : scale;
@@ -282,7 +301,8 @@ void decode_attention(const Cache& cache, int layer, std::span<const int> seqs, 
     const std::size_t b = static_cast<std::size_t>(t / cfg.kv_heads);
     const int h = t % cfg.kv_heads;
     const std::size_t off = (b * static_cast<std::size_t>(cfg.q_heads) + static_cast<std::size_t>(h) * G) * D;
-    detail::attend_head(cache, layer, seqs[b], views[b], h, q + off, out + off, ws[static_cast<std::size_t>(worker)], sc);
+    detail::attend_head(cache, layer, seqs[b], cache.view(seqs[b], layer), h, q + off, out + off,
+                        ws[static_cast<std::size_t>(worker)], sc);
   });
 }
 

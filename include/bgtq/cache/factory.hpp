@@ -83,8 +83,18 @@ inline cache_config config_for(const plan& p, int max_pages, int page_tokens = 6
 }
 
 //! A Block-GTQ cache (keys per the plan's groups, values uniform TQ-MSE) for a plan.
+//! @throws bgtq::error(shape_mismatch) if cfg's layers, KV heads, query heads or
+//!         head_dim differ from the plan's (a swapped layers x heads shape would
+//!         otherwise give each (layer, head) another head's plan)
 template <class Layout = bit_plane_layout>
 bgtq_cache<Layout> make_bgtq_cache(const plan& p, const cache_config& cfg) {
+  BGTQ_REQUIRE(cfg.layers == p.layers && cfg.kv_heads == p.kv_heads && cfg.q_heads == p.q_heads &&
+                   cfg.head_dim == p.rope.head_dim,
+               errc::shape_mismatch,
+               "make_bgtq_cache: the cache is " + std::to_string(cfg.layers) + " layers x " + std::to_string(cfg.kv_heads) +
+                   " KV heads (" + std::to_string(cfg.q_heads) + " query heads), head_dim " + std::to_string(cfg.head_dim) +
+                   "; the plan is " + std::to_string(p.layers) + " x " + std::to_string(p.kv_heads) + " (" +
+                   std::to_string(p.q_heads) + "), head_dim " + std::to_string(p.rope.head_dim) + " (bgtq::config_for(plan, ...) copies them)");
   return bgtq_cache<Layout>(cfg, plan_key_states(p), plan_value_states(p));
 }
 

@@ -97,7 +97,17 @@ class kv_cache {
       page_bytes_ += head_bytes_[i];
     }
     pool_bytes_ = off;
-    pool_.reset(static_cast<std::uint8_t*>(::operator new[](pool_bytes_ > 0 ? pool_bytes_ : 1, std::align_val_t(64))));
+    // a pool no machine holds is an error naming its size, not std::bad_alloc (nor, under
+    // AddressSanitizer, an abort on the allocation size)
+    BGTQ_REQUIRE(pool_bytes_ <= (std::size_t{1} << 46), errc::capacity_exhausted,
+                 "kv_cache: a pool of " + std::to_string(cfg_.max_pages) + " pages x " + std::to_string(page_bytes_) +
+                     " bytes = " + std::to_string(pool_bytes_) + " bytes is beyond 64 TiB");
+    try {
+      pool_.reset(static_cast<std::uint8_t*>(::operator new[](pool_bytes_ > 0 ? pool_bytes_ : 1, std::align_val_t(64))));
+    } catch (const std::bad_alloc&) {
+      fail(errc::capacity_exhausted, "kv_cache: cannot allocate the page pool of " + std::to_string(pool_bytes_) + " bytes (" +
+                                         std::to_string(cfg_.max_pages) + " pages x " + std::to_string(page_bytes_) + ")");
+    }
     std::memset(pool_.get(), 0, pool_bytes_);
     free_pages_.reserve(static_cast<std::size_t>(cfg_.max_pages));
     for (int p = cfg_.max_pages - 1; p >= 0; --p) free_pages_.push_back(p);
@@ -132,6 +142,8 @@ class kv_cache {
     seq_state& s = seqs_[static_cast<std::size_t>(id)];
     s.live = true;
     s.pages.clear();
+    // the page table for the whole pool (4 bytes per pool page): append never allocates
+    s.pages.reserve(static_cast<std::size_t>(cfg_.max_pages));
     s.length.assign(static_cast<std::size_t>(cfg_.layers), 0);
     s.quantized.assign(static_cast<std::size_t>(cfg_.layers), 0);
     s.tail_start.assign(static_cast<std::size_t>(cfg_.layers), 0);
@@ -196,7 +208,6 @@ class kv_cache {
                                            " more page(s) of " + std::to_string(cfg_.page_tokens) + " tokens but " +
                                            std::to_string(free_pages_.size()) + " of " + std::to_string(cfg_.max_pages) +
                                            " are free; nothing was appended");
-      s.pages.reserve(need);
       for (std::size_t i = 0; i < extra; ++i) {
         const int p = free_pages_.back();
         free_pages_.pop_back();
@@ -277,8 +288,11 @@ class kv_cache {
 
   // ------------------------------------------------------------------ access (attention, tests)
   //! Page part of (layer, h) in page `page`.
+  //! @throws bgtq::error(not_found) for a page id outside [0, max_pages) or a bad (layer, h)
   const std::uint8_t* page_ptr(int page, int layer, int h) const {
     const std::size_t i = head_index(layer, h);
+    BGTQ_REQUIRE(page >= 0 && page < cfg_.max_pages, errc::not_found,
+                 "kv_cache: page " + std::to_string(page) + " outside the pool [0, " + std::to_string(cfg_.max_pages) + ")");
     return pool_.get() + head_off_[i] + static_cast<std::size_t>(page) * head_bytes_[i];
   }
   //! Offset of the value part inside a (layer, h) page part.
@@ -304,6 +318,7 @@ class kv_cache {
     return v;
   }
   //! fp16 row of window token i (i < sink: sink slot i; else tail token i - sink, oldest first).
+  //! @throws bgtq::error(not_found) for a bad sequence, layer, KV head or i outside [0, sink + tail)
   const std::uint16_t* window_key(int seq, int layer, int h, std::int64_t i) const { return window_row(seq, layer, h, i, false); }
   const std::uint16_t* window_value(int seq, int layer, int h, std::int64_t i) const { return window_row(seq, layer, h, i, true); }
 
@@ -323,10 +338,12 @@ class kv_cache {
 
   void validate_config() const {
     const auto& c = cfg_;
-    BGTQ_REQUIRE(c.layers >= 1 && c.kv_heads >= 1 && c.head_dim >= 2 && c.head_dim % 2 == 0 && c.head_dim <= max_codec_dim,
-                 errc::invalid_argument,
-                 "cache_config: layers/kv_heads/head_dim = " + std::to_string(c.layers) + "/" + std::to_string(c.kv_heads) +
-                     "/" + std::to_string(c.head_dim));
+    BGTQ_REQUIRE(c.layers >= 1, errc::invalid_argument, "cache_config: layers = " + std::to_string(c.layers) + " (must be >= 1)");
+    BGTQ_REQUIRE(c.kv_heads >= 1, errc::invalid_argument,
+                 "cache_config: kv_heads = " + std::to_string(c.kv_heads) + " (must be >= 1)");
+    BGTQ_REQUIRE(c.head_dim >= 2 && c.head_dim % 2 == 0 && c.head_dim <= max_codec_dim, errc::invalid_argument,
+                 "cache_config: head_dim = " + std::to_string(c.head_dim) + " (must be even, 2 .. " +
+                     std::to_string(max_codec_dim) + ")");
     BGTQ_REQUIRE(c.q_heads >= c.kv_heads && c.q_heads % c.kv_heads == 0, errc::invalid_argument,
                  "cache_config: q_heads " + std::to_string(c.q_heads) + " is not a multiple of kv_heads " +
                      std::to_string(c.kv_heads));
@@ -336,9 +353,12 @@ class kv_cache {
                  "cache_config: page_tokens " + std::to_string(c.page_tokens) + " must be a multiple of " +
                      std::to_string(Layout::page_multiple) + " (layout " + Layout::name + ") and of " +
                      std::to_string(block_tokens));
-    BGTQ_REQUIRE(c.max_pages >= 0, errc::invalid_argument, "cache_config: max_pages < 0");
-    BGTQ_REQUIRE(c.sink >= 0 && c.recent >= 0 && c.sink <= 65536 && c.recent <= 65536, errc::invalid_argument,
-                 "cache_config: sink/recent out of range");
+    BGTQ_REQUIRE(c.max_pages >= 0, errc::invalid_argument,
+                 "cache_config: max_pages = " + std::to_string(c.max_pages) + " (must be >= 0)");
+    BGTQ_REQUIRE(c.sink >= 0 && c.sink <= 65536, errc::invalid_argument,
+                 "cache_config: sink = " + std::to_string(c.sink) + " (must be in 0 .. 65536)");
+    BGTQ_REQUIRE(c.recent >= 0 && c.recent <= 65536, errc::invalid_argument,
+                 "cache_config: recent = " + std::to_string(c.recent) + " (must be in 0 .. 65536)");
   }
   std::size_t head_index(int layer, int h) const {
     BGTQ_REQUIRE(layer >= 0 && layer < cfg_.layers && h >= 0 && h < cfg_.kv_heads, errc::not_found,
@@ -424,6 +444,11 @@ class kv_cache {
   const std::uint16_t* window_row(int seq, int layer, int h, std::int64_t i, bool val) const {
     const seq_state& s = live_seq(seq);
     const std::size_t l = checked_layer(layer);
+    (void)head_index(layer, h);  // throws for a bad KV head
+    const std::int64_t in_window = s.length[l] - s.quantized[l];
+    BGTQ_REQUIRE(i >= 0 && i < in_window, errc::not_found,
+                 "kv_cache: window token " + std::to_string(i) + " of sequence " + std::to_string(seq) + ", layer " +
+                     std::to_string(layer) + " (the window holds " + std::to_string(in_window) + ")");
     const std::size_t D = static_cast<std::size_t>(cfg_.head_dim);
     const std::size_t H = static_cast<std::size_t>(cfg_.kv_heads);
     const std::size_t hh = static_cast<std::size_t>(h);

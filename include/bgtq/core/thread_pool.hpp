@@ -8,7 +8,6 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
-#include <functional>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -37,12 +36,16 @@ class thread_pool {
   //! Workers in total, the calling thread included.
   int size() const noexcept { return static_cast<int>(workers_.size()) + 1; }
 
-  //! Runs f(task, worker) for every task in [0, n); blocks until all are done.
-  void run(int n, const std::function<void(int, int)>& f) {
+  //! Runs f(task, worker) for every task in [0, n); blocks until all are done. `f` is
+  //! any callable (a lambda, a std::function): it is called through a pointer to it and
+  //! one function pointer, so nothing is allocated (decode attention promises that).
+  template <class F>
+  void run(int n, const F& f) {
     if (n <= 0) return;
     {
       std::lock_guard<std::mutex> g(m_);
       job_ = &f;
+      call_ = [](const void* job, int t, int worker) { (*static_cast<const F*>(job))(t, worker); };
       tasks_ = n;
       next_.store(0);
       busy_ = static_cast<int>(workers_.size());
@@ -57,7 +60,7 @@ class thread_pool {
 
  private:
   void work(int worker) {
-    for (int t = next_.fetch_add(1); t < tasks_; t = next_.fetch_add(1)) (*job_)(t, worker);
+    for (int t = next_.fetch_add(1); t < tasks_; t = next_.fetch_add(1)) call_(job_, t, worker);
   }
   void loop(int worker) {
     std::uint64_t seen = 0;
@@ -79,7 +82,8 @@ class thread_pool {
   std::vector<std::thread> workers_;
   std::mutex m_;
   std::condition_variable cv_, done_;
-  const std::function<void(int, int)>* job_ = nullptr;
+  const void* job_ = nullptr;
+  void (*call_)(const void*, int, int) = nullptr;
   int tasks_ = 0;
   std::atomic<int> next_{0};
   int busy_ = 0;

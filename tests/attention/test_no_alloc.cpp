@@ -1,0 +1,108 @@
+// The decode path allocates nothing (docs/integration.md §2): after add_sequence and the
+// workspaces exist, append and both decode_attention overloads make no heap allocation,
+// for every cache family, with and without the fp16 window, across page boundaries.
+// This program replaces the global operator new/delete with counting versions (they
+// count only while a test enables them; everything else goes to malloc/free as usual).
+#include <bgtq/attention/decode.hpp>
+
+#include <atomic>
+#include <cstdlib>
+#include <new>
+#include <vector>
+
+#include "cache_fixtures.hpp"
+#include "common.hpp"
+
+namespace {
+std::atomic<bool> g_counting{false};
+std::atomic<long> g_allocations{0};
+
+void* counted(std::size_t n, std::size_t align) {
+  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (n == 0) n = 1;
+  void* p = align > alignof(std::max_align_t) ? std::aligned_alloc(align, (n + align - 1) / align * align) : std::malloc(n);
+  if (p == nullptr) throw std::bad_alloc();
+  return p;
+}
+}  // namespace
+
+void* operator new(std::size_t n) { return counted(n, 0); }
+void* operator new[](std::size_t n) { return counted(n, 0); }
+void* operator new(std::size_t n, std::align_val_t a) { return counted(n, static_cast<std::size_t>(a)); }
+void* operator new[](std::size_t n, std::align_val_t a) { return counted(n, static_cast<std::size_t>(a)); }
+void* operator new(std::size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return counted(n, 0);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void* operator new[](std::size_t n, const std::nothrow_t&) noexcept {
+  try {
+    return counted(n, 0);
+  } catch (...) {
+    return nullptr;
+  }
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
+void operator delete(void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::align_val_t) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t, std::align_val_t) noexcept { std::free(p); }
+
+namespace {
+
+template <class Make>
+void check_no_alloc(int sink, int recent) {
+  const int L = 2, H = 2, Hq = 4, D = 16, B = 3;
+  auto cache = Make::build(bgtq_test::small_config(L, H, Hq, D, /*max_pages=*/64, sink, recent), 7);
+  std::vector<int> seqs;
+  for (int b = 0; b < B; ++b) seqs.push_back(cache.add_sequence());
+  std::vector<float> k(static_cast<std::size_t>(H) * D), v(k.size()), q(static_cast<std::size_t>(B) * Hq * D),
+      out(q.size());
+  bgtq_test::fill_normal(q, 11);
+  bgtq::attention_workspace ws(cache);
+  bgtq::thread_pool pool(2);
+  std::vector<bgtq::attention_workspace> wss{bgtq::attention_workspace(cache), bgtq::attention_workspace(cache)};
+  auto step = [&](int t) {
+    for (int b = 0; b < B; ++b)
+      for (int l = 0; l < L; ++l) {
+        bgtq_test::fill_normal(k, 1000u + static_cast<std::uint64_t>(t * 16 + b * 4 + l));
+        bgtq_test::fill_normal(v, 5000u + static_cast<std::uint64_t>(t * 16 + b * 4 + l));
+        cache.append(seqs[static_cast<std::size_t>(b)], l, k.data(), v.data(), 1);
+      }
+    for (int l = 0; l < L; ++l) {
+      bgtq::decode_attention(cache, l, std::span<const int>(seqs), q.data(), out.data(), ws);
+      bgtq::decode_attention(cache, l, std::span<const int>(seqs), q.data(), out.data(), pool,
+                             std::span<bgtq::attention_workspace>(wss));
+    }
+  };
+  step(0);  // warm-up (first use of the pool's threads)
+  g_allocations = 0;
+  g_counting = true;
+  for (int t = 1; t < 300; ++t) step(t);  // > 4 pages of 64 tokens per sequence
+  g_counting = false;
+  INFO(Make::name << " sink " << sink << " recent " << recent << ": " << cache.pages_used() << " pages in use");
+  CHECK(cache.pages_used() >= B * 4);
+  CHECK(g_allocations.load() == 0);
+}
+
+}  // namespace
+
+TEST_CASE("append and decode_attention allocate nothing after add_sequence and the workspaces", "[attention][alloc]") {
+  // the counter itself counts (else the test could not fail)
+  g_allocations = 0;
+  g_counting = true;
+  { std::vector<int> probe(10); (void)probe; }
+  g_counting = false;
+  REQUIRE(g_allocations.load() == 1);
+  for (int w : {0, 1}) {
+    const int sink = w ? 2 : 0, recent = w ? 8 : 0;
+    check_no_alloc<bgtq_test::make_bgtq>(sink, recent);
+    check_no_alloc<bgtq_test::make_fp16>(sink, recent);
+    check_no_alloc<bgtq_test::make_kivi>(sink, recent);
+  }
+}
