@@ -21,6 +21,17 @@
 #endif
 #endif
 
+//! For the width-specialised inner kernels (one instantiation per bit width and head
+//! block): each stays its own function whatever the including translation unit, so
+//! GCC's unit-wide inlining budget cannot fold one into its dispatcher in one program and
+//! not in another (seen: an 8% difference in decode time between two builds of the same
+//! kernel, depending on unrelated code in the TU).
+#if defined(__GNUC__) || defined(__clang__)
+#define BGTQ_NOINLINE __attribute__((noinline))
+#else
+#define BGTQ_NOINLINE
+#endif
+
 #if defined(__CUDA_ARCH__)
 #define BGTQ_DEVICE_PASS 1
 #else

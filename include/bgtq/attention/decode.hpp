@@ -131,6 +131,8 @@ void attend_head(const Cache& cache, int layer, int seq, const typename Cache::s
   std::fill(ws.raw.begin(), ws.raw.end(), 0.0f);
   const std::size_t voff = cache.value_offset(layer, h);
   const std::size_t head_bytes = cache.head_page_bytes(layer, h);
+  const std::uint8_t* const base = cache.page_base(layer, h);  // the view's page ids are valid
+  auto page_of = [&](std::int64_t i) { return base + static_cast<std::size_t>(view.pages[i]) * head_bytes; };
   const std::int64_t npages = (view.quantized + P - 1) / P;
   const std::uint8_t* kpages[attention_workspace::span_pages];
   const std::uint8_t* vpages[attention_workspace::span_pages];
@@ -141,8 +143,8 @@ void attend_head(const Cache& cache, int layer, int seq, const typename Cache::s
     for (int k = 0; k < np; ++k) {
       // pages are scattered in the pool: fetch the next one's key and value parts while
       // this one is scored (the hardware prefetcher only follows each page's streams)
-      if (p0 + k + 1 < npages) detail::prefetch_lines(cache.page_ptr(view.pages[p0 + k + 1], layer, h), head_bytes);
-      kpages[k] = cache.page_ptr(view.pages[p0 + k], layer, h);
+      if (p0 + k + 1 < npages) detail::prefetch_lines(page_of(p0 + k + 1), head_bytes);
+      kpages[k] = page_of(p0 + k);
       vpages[k] = kpages[k] + voff;
       K::template score_page<L>(ks, ws.qbuf.data(), G, kpages[k], k + 1 < np ? P : nvalid_last,
                                 ws.scores.data() + static_cast<std::size_t>(k) * G * P);

@@ -404,7 +404,7 @@ struct gtq_pages {
   // Keys, 64 tokens per decode: the codes of a coordinate for a whole 64-token block are
   // transposed from the bit planes at once and shared by 4 chunks x GB query heads.
   template <int B, int GB>
-  static void score_group64(const head_state& s, std::size_t gi, const float* q, const std::uint8_t* page, int chunks,
+  BGTQ_NOINLINE static void score_group64(const head_state& s, std::size_t gi, const float* q, const std::uint8_t* page, int chunks,
                             float* scores) {
     const gtq_group& g = s.codec.groups()[gi];
     const int n = g.quantizer.dim();
@@ -536,7 +536,7 @@ struct gtq_pages {
 
   // Values over a span of pages; wr = weights times radii in the wr_offset layout over the span.
   template <int B, int GB>
-  static void accumulate_span64(const head_state& s, std::size_t gi, const std::uint8_t* const* pages, int npages,
+  BGTQ_NOINLINE static void accumulate_span64(const head_state& s, std::size_t gi, const std::uint8_t* const* pages, int npages,
                                 const float* wr, float* acc) {
     const gtq_group& g = s.codec.groups()[gi];
     const int n = g.quantizer.dim();

@@ -295,6 +295,10 @@ class kv_cache {
                  "kv_cache: page " + std::to_string(page) + " outside the pool [0, " + std::to_string(cfg_.max_pages) + ")");
     return pool_.get() + head_off_[i] + static_cast<std::size_t>(page) * head_bytes_[i];
   }
+  //! Base of the (layer, h) page parts: page p's part starts at
+  //! `page_base(layer, h) + p * head_page_bytes(layer, h)`. For inner loops over a
+  //! sequence's page table (whose ids are valid by construction); page_ptr checks the id.
+  const std::uint8_t* page_base(int layer, int h) const { return pool_.get() + head_off_[head_index(layer, h)]; }
   //! Offset of the value part inside a (layer, h) page part.
   std::size_t value_offset(int layer, int h) const { return key_bytes_[head_index(layer, h)]; }
 
