@@ -76,9 +76,7 @@ struct make_kivi {
     bgtq::kivi_options o;
     o.bits = 2 + static_cast<int>(seed % 2);
     o.symmetric = (seed % 3) == 0;
-    const std::size_t n = static_cast<std::size_t>(c.layers) * static_cast<std::size_t>(c.kv_heads);
-    return bgtq::kivi_cache<Layout>(c, std::vector<bgtq::kivi_key_pages::head_state>(n, bgtq::kivi_key_pages::make(c.head_dim, o)),
-                                    std::vector<bgtq::kivi_value_pages::head_state>(n, bgtq::kivi_value_pages::make(c.head_dim, o)));
+    return bgtq::make_kivi_cache<Layout>(c, o);
   }
 };
 
