@@ -49,12 +49,13 @@ void progress(const std::string& line) {
 }
 void set_quiet(bool q) { g_quiet = q; }
 
-void warn(const std::string& cmd, const std::string& text) {
+void warn(const std::string& cmd, const std::string& text, const std::string& prefix) {
   std::size_t at = 0;
   while (at < text.size()) {
     std::size_t nl = text.find('\n', at);
     if (nl == std::string::npos) nl = text.size();
-    if (nl > at) std::fprintf(stderr, "bgtq %s: warning: %s\n", cmd.c_str(), text.substr(at, nl - at).c_str());
+    if (nl > at)
+      std::fprintf(stderr, "bgtq %s: warning: %s%s\n", cmd.c_str(), prefix.c_str(), text.substr(at, nl - at).c_str());
     at = nl + 1;
   }
   std::fflush(stderr);

@@ -83,9 +83,9 @@ struct registrar {
 //! All registered commands, sorted by name.
 std::vector<command>& registry();
 
-//! Warning lines on stderr, each as "bgtq CMD: warning: LINE" (docs/errors.md); shown
-//! with --quiet too.
-void warn(const std::string& cmd, const std::string& text);
+//! Warning lines on stderr, each as "bgtq CMD: warning: PREFIXLINE" (docs/errors.md);
+//! shown with --quiet too.
+void warn(const std::string& cmd, const std::string& text, const std::string& prefix = "");
 
 //! Progress line on stderr ("[eval] layer 3/32 ...") unless --quiet was given.
 void progress(const std::string& line);

@@ -46,10 +46,7 @@ int run(cli::args& a) {
   const plan p = build_plan(q.layers, k.heads, q.heads, rope, est.scores(), opt, T, &warnings);
   if (!warnings.empty()) cli::warn("calibrate", warnings);
   // the plan and its JSON twin together: both are written before either replaces its target
-  const std::vector<unsigned char> bytes = serialize_plan(p);
-  std::vector<output_file> files{{out, [&](std::ostream& os) {
-                                    os.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-                                  }}};
+  std::vector<output_file> files{plan_output(out, p)};
   if (json_out) files.push_back({*json_out, [&](std::ostream& os) { write_plan_json(os, p); os << "\n"; }, false});
   atomic_write_files(files);
 

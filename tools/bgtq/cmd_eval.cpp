@@ -93,11 +93,7 @@ int run(cli::args& a) {
     std::string warn;
     plans.emplace(m.key(), m.method == "tq" ? uniform_plan(L, Hkv, Hq, rope, m.bits, o)
                                             : build_plan(L, Hkv, Hq, rope, scores, o, N, &warn));
-    for (std::size_t at = 0; at < warn.size();) {  // one warning line per (layer, head), each naming the method
-      const std::size_t nl = std::min(warn.find('\n', at), warn.size());
-      cli::warn("eval", m.key() + ": " + warn.substr(at, nl - at));
-      at = nl + 1;
-    }
+    cli::warn("eval", warn, m.key() + ": ");  // one line per (layer, head), each naming the method
   }
 
   std::vector<std::map<std::string, method_result>> per_layer(static_cast<std::size_t>(L));

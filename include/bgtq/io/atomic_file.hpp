@@ -21,6 +21,15 @@
 
 namespace bgtq {
 
+namespace detail {
+//! A fresh temporary name next to `target`: "<name>.tmp.<random>" in its directory.
+inline std::filesystem::path temp_path_for(const std::filesystem::path& target) {
+  const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
+  std::random_device rd;
+  return dir / (target.filename().string() + ".tmp." + std::to_string(rd()));
+}
+}  // namespace detail
+
 //! One output of atomic_write_files: a target path and the function that writes it.
 struct output_file {
   std::string path;
@@ -37,12 +46,9 @@ struct output_file {
 inline void atomic_write_files(const std::vector<output_file>& files) {
   namespace fs = std::filesystem;
   std::vector<fs::path> tmps;
-  std::random_device rd;
   try {
     for (const output_file& f : files) {
-      const fs::path target(f.path);
-      const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-      tmps.push_back(dir / (target.filename().string() + ".tmp." + std::to_string(rd())));
+      tmps.push_back(detail::temp_path_for(fs::path(f.path)));
       std::ofstream os(tmps.back(), f.binary ? (std::ios::binary | std::ios::trunc) : std::ios::trunc);
       if (!os) fail(errc::io_error, "cannot create '" + tmps.back().string() + "' (does the directory exist and is it writable?)");
       f.write(os);
@@ -83,8 +89,7 @@ inline void check_output_path(const std::string& path, const std::string& what) 
   if (!fs::is_directory(dir, ec))
     fail(errc::io_error, what + " '" + path + "': the directory '" + dir.string() + "' does not exist");
   if (fs::is_directory(target, ec)) fail(errc::io_error, what + " '" + path + "' is a directory");
-  std::random_device rd;
-  const fs::path probe = dir / (target.filename().string() + ".tmp." + std::to_string(rd()));
+  const fs::path probe = detail::temp_path_for(target);
   {
     std::ofstream os(probe, std::ios::binary | std::ios::trunc);
     if (!os) fail(errc::io_error, what + " '" + path + "': cannot create a file in '" + dir.string() + "'");

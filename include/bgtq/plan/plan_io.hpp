@@ -390,15 +390,19 @@ inline plan deserialize_plan(const void* bytes, std::size_t size, const std::str
   return p;
 }
 
+//! The plan file of `p` as one output of bgtq::atomic_write_files (with other files
+//! that must be written together, e.g. its JSON twin). Serializes now.
+//! @throws bgtq::error(invalid_argument) as serialize_plan
+inline output_file plan_output(const std::string& path, const plan& p) {
+  return {path, [bytes = serialize_plan(p)](std::ostream& os) {
+            os.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+          }};
+}
+
 //! Writes serialize_plan(p) to `path` atomically (bgtq::atomic_write_file).
 //! @throws bgtq::error(invalid_argument) as serialize_plan (nothing is written then),
 //!         io_error if the file cannot be written; `path` is untouched on any failure.
-inline void save_plan(const std::string& path, const plan& p) {
-  const std::vector<unsigned char> bytes = serialize_plan(p);
-  atomic_write_file(path, [&](std::ostream& os) {
-    os.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  });
-}
+inline void save_plan(const std::string& path, const plan& p) { atomic_write_files({plan_output(path, p)}); }
 
 //! Reads and validates a plan file.
 //! @throws bgtq::error(io_error) if it cannot be read; otherwise as deserialize_plan.
