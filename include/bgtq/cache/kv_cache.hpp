@@ -293,7 +293,7 @@ class kv_cache {
     const std::size_t i = head_index(layer, h);
     BGTQ_REQUIRE(page >= 0 && page < cfg_.max_pages, errc::not_found,
                  "kv_cache: page " + std::to_string(page) + " outside the pool [0, " + std::to_string(cfg_.max_pages) + ")");
-    return pool_.get() + head_off_[i] + static_cast<std::size_t>(page) * head_bytes_[i];
+    return page_base(layer, h) + static_cast<std::size_t>(page) * head_bytes_[i];
   }
   //! Base of the (layer, h) page parts: page p's part starts at
   //! `page_base(layer, h) + p * head_page_bytes(layer, h)`. For inner loops over a
