@@ -3,8 +3,7 @@
 # D = 128, 4 layers, 32 query / 8 KV heads, half pairing, a 3-bit Block-GTQ plan, and
 # `bgtq eval` at 2, 3 and 4 bits with V. About a minute on two cores.
 #   usage: docs/img/regenerate.sh [BGTQ (build/bin/bgtq)] [OUT_DIR (docs/img)]
-# --rotary-dim 128 is spelled out because `bgtq synth` otherwise generates activations
-# that do not rotate with position (its default rotary_dim is 0).
+# (--rotary-dim 128 is synth's default, all of D; it is spelled out to match eval's.)
 set -euo pipefail
 bgtq=${1:-build/bin/bgtq}
 out=${2:-docs/img}

@@ -30,6 +30,9 @@ expect_failure(CMD eval RC 2 MATCH "--bits entries must be in 1..8, got 9" DIR $
   ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --bits 2,9 -o ${R})
 expect_failure(CMD eval RC 2 MATCH "--rope" DIR ${WORK} ABSENT ${R}
   ARGS --q ${D}/q.npy --k ${D}/k.npy --rope sideways -o ${R})
+# --value-bits is calibrate's: eval codes K and V at each --bits width (not silently ignored)
+expect_failure(CMD eval RC 2 MATCH "--value-bits is a calibrate option" DIR ${WORK} ABSENT ${R}
+  ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --value-bits 2 -o ${R})
 # a failing run leaves an existing result file untouched
 file(WRITE ${R} "old")
 expect_failure(CMD eval RC 1 CATEGORY shape_mismatch DIR ${WORK}

@@ -62,6 +62,8 @@ int run(cli::args& a) {
     }
   }
   plan_options base = cli::plan_options_from_args(a, 3.0);
+  if (base.value_bits >= 0)  // eval compares every method at equal K and V widths
+    throw cli::usage_error("--value-bits is a calibrate option; eval codes keys and values at each --bits width");
   a.finish();
   if (out_path) check_output_path(*out_path, "-o");  // before the work, which can take long
 
@@ -247,7 +249,8 @@ int run(cli::args& a) {
 cli::registrar reg{{"eval", "compare Block-GTQ, uniform TQ-MSE, KIVI and fp16 on Q/K(/V) activation dumps",
                     "--q Q.npy --k K.npy [--v V.npy] --rope interleaved|half [--rotary-dim R] [--calib-tokens N] "
                     "[--eval-all] [--bits 2,3,4] [--methods fp16,tq,bgtq,kivi (also kivi-sym)] [--b-min M] [--b-max M] "
-                    "[--scope head|layer|model] [--distortion rate4|codebook] [--seed S] [--charge-radii] [-o RESULTS.json] [--json]",
+                    "[--scope head|layer|model] [--distortion rate4|codebook] [--seed S] [--norm-correction] [--charge-radii] "
+                    "[-o RESULTS.json] [--json]",
                     &run, {"json", "eval-all", "norm-correction", "charge-radii"}}};
 
 }  // namespace

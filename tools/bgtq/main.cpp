@@ -29,7 +29,8 @@ int main(int argc, char** argv) {
     if (name != c.name) continue;
     for (int i = 2; i < argc; ++i) {
       if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
-        std::printf("usage: bgtq %s %s\n\n%s\n", c.name, c.usage, c.summary);
+        std::printf("usage: bgtq %s %s\n\n%s\n(every command also takes --quiet: no progress lines on stderr)\n", c.name,
+                    c.usage, c.summary);
         return 0;
       }
     }

@@ -1,6 +1,6 @@
 #pragma once
 //! @file cuda/energy.hpp
-//! Device accumulation of the RoPE block energies used by calibration (DESIGN.md §1):
+//! Device accumulation of the RoPE block energies used by calibration (the score of docs/theory.md §1):
 //! per (KV head h, block i) the sums over tokens of ||q_{g,t}(i)||^2 for the query
 //! heads g of h's GQA group, and of ||k_{h,t}(i)||^2, in double precision.
 //! Plain C++ (no CUDA headers); every function is noexcept and returns a bgtq::errc.

@@ -1,6 +1,6 @@
 #pragma once
 //! @file energy/energy.hpp
-//! Per-block RoPE energy scores from calibration activations (DESIGN.md §1):
+//! Per-block RoPE energy scores from calibration activations (the score of docs/theory.md §1):
 //!
 //!   s[l][h][i] = 1/2 * mean_{t, g in G(h)} ||q_{g,t}(i)||^2 + 1/2 * mean_t ||k_{h,t}(i)||^2
 //!

@@ -533,7 +533,7 @@ inline void write_npy(const std::string& path, const float* data, const std::vec
 
 //! Checks that every value of `a` is finite.
 //! @throws bgtq::error(non_finite) naming the first bad element by multi-index and flat
-//!         index, e.g. "k.npy: element [0, 12, 3, 7] (flat 1543) is NaN" (or +Inf/-Inf).
+//!         index, e.g. "k.npy: element [0, 12, 3, 7] (flat 1639) is NaN" for shape (1, 16, 4, 32) (or +Inf/-Inf).
 inline void require_finite(const npy_array& a, const std::string& name) {
   const std::size_t n = a.data.size();
   for (std::size_t i = 0; i < n; ++i) {
