@@ -68,9 +68,7 @@ inline bgtq::kivi_cache<Layout> kivi(const bgtq::cache_config& c, int bits, bool
   bgtq::kivi_options o;
   o.bits = bits;
   o.symmetric = symmetric;
-  const std::size_t n = static_cast<std::size_t>(c.layers) * static_cast<std::size_t>(c.kv_heads);
-  return bgtq::kivi_cache<Layout>(c, std::vector<bgtq::kivi_key_pages::head_state>(n, bgtq::kivi_key_pages::make(c.head_dim, o)),
-                                  std::vector<bgtq::kivi_value_pages::head_state>(n, bgtq::kivi_value_pages::make(c.head_dim, o)));
+  return bgtq::make_kivi_cache<Layout>(c, o);
 }
 
 //! [tokens][heads][D] rows of N(0, scale^2) from counter_rng(seed).

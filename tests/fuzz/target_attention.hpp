@@ -134,9 +134,7 @@ void attention_kind(int kind, const attention_setup& a, byte_reader& r) {
     bgtq::kivi_options o;
     o.bits = 1 + r.u8() % 8;
     o.symmetric = kind == 3;
-    attention_run(bgtq::kivi_cache<Layout>(c, std::vector<bgtq::kivi_key_pages::head_state>(nh, bgtq::kivi_key_pages::make(a.D, o)),
-                                           std::vector<bgtq::kivi_value_pages::head_state>(nh, bgtq::kivi_value_pages::make(a.D, o))),
-                  a, r.rest(), r.rest_size());
+    attention_run(bgtq::make_kivi_cache<Layout>(c, o), a, r.rest(), r.rest_size());
   }
 }
 

@@ -93,9 +93,7 @@ std::unique_ptr<llama2c::kv_backend> make_kv_backend(const kv_spec& spec, const 
     kivi_options kk, vv;
     kk.bits = spec.key_bits;
     vv.bits = spec.value_bits;
-    const std::size_t n = static_cast<std::size_t>(c.n_layers) * c.n_kv_heads;
-    kivi_cache<> cache(cfg, std::vector<kivi_key_pages::head_state>(n, kivi_key_pages::make(D, kk)),
-                       std::vector<kivi_value_pages::head_state>(n, kivi_value_pages::make(D, vv)));
+    kivi_cache<> cache = make_kivi_cache(cfg, kk, vv);
     if (bytes_per_token) *bytes_per_token = per_token(cache);
     return std::make_unique<llama2c::cache_kv_backend<kivi_cache<>>>(std::move(cache), c);
   }

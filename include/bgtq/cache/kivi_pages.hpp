@@ -276,15 +276,20 @@ template <class Layout = bit_plane_layout>
 using kivi_cache = kv_cache<kivi_key_pages, kivi_value_pages, Layout>;
 
 //! A KIVI cache with the same options for every (layer, KV head), the way fp16_states
-//! serves fp16_cache: `auto c = bgtq::make_kivi_cache(cfg, {.bits = 2});`.
+//! serves fp16_cache: `auto c = bgtq::make_kivi_cache(cfg, {.bits = 2});`. The
+//! three-argument form takes the key and the value options apart (e.g. K4V2).
 //! @throws bgtq::error as kivi_key_pages::make / kivi_value_pages::make and kv_cache
 template <class Layout = bit_plane_layout>
-kivi_cache<Layout> make_kivi_cache(const cache_config& cfg, const kivi_options& o) {
+kivi_cache<Layout> make_kivi_cache(const cache_config& cfg, const kivi_options& key_options, const kivi_options& value_options) {
   BGTQ_REQUIRE(cfg.layers >= 1 && cfg.kv_heads >= 1, errc::invalid_argument,
                "make_kivi_cache: layers = " + std::to_string(cfg.layers) + ", kv_heads = " + std::to_string(cfg.kv_heads));
   const std::size_t n = static_cast<std::size_t>(cfg.layers) * static_cast<std::size_t>(cfg.kv_heads);
-  return kivi_cache<Layout>(cfg, std::vector<kivi_key_pages::head_state>(n, kivi_key_pages::make(cfg.head_dim, o)),
-                            std::vector<kivi_value_pages::head_state>(n, kivi_value_pages::make(cfg.head_dim, o)));
+  return kivi_cache<Layout>(cfg, std::vector<kivi_key_pages::head_state>(n, kivi_key_pages::make(cfg.head_dim, key_options)),
+                            std::vector<kivi_value_pages::head_state>(n, kivi_value_pages::make(cfg.head_dim, value_options)));
+}
+template <class Layout = bit_plane_layout>
+kivi_cache<Layout> make_kivi_cache(const cache_config& cfg, const kivi_options& o) {
+  return make_kivi_cache<Layout>(cfg, o, o);
 }
 
 }  // namespace bgtq
