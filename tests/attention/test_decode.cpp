@@ -239,3 +239,40 @@ TEST_CASE("decode attention on a thread pool equals the single-threaded call bit
                                        bgtq::error);
   }
 }
+
+TEST_CASE("workspace buffers are aligned, disjoint, 4K-staggered, and survive copies and moves", "[attention]") {
+  const int D = 40, Hkv = 2, Hq = 6;
+  auto cache = make_bgtq::build(small_config(1, Hkv, Hq, D, 64, 2, 5), 5);
+  const int s = cache.add_sequence();
+  std::vector<float> k(static_cast<std::size_t>(300) * Hkv * D), v(k.size());
+  fill_normal(k, 1);
+  fill_normal(v, 2);
+  cache.append(s, 0, k.data(), v.data(), 300);
+  std::vector<float> q(static_cast<std::size_t>(Hq) * D), want(q.size()), got(q.size());
+  fill_normal(q, 3);
+  const int seqs[1] = {s};
+  bgtq::attention_workspace ws(cache);
+  const bgtq::scratch_span b[] = {ws.qbuf, ws.acc, ws.scores, ws.weights, ws.tmp, ws.raw, ws.outbuf, ws.wscores, ws.row};
+  for (std::size_t i = 0; i < std::size(b); ++i) {
+    INFO("buffer " << i);
+    REQUIRE(!b[i].empty());
+    REQUIRE(reinterpret_cast<std::uintptr_t>(b[i].data()) % 64 == 0);
+    REQUIRE(reinterpret_cast<std::uintptr_t>(b[i].data()) % 4096 == (reinterpret_cast<std::uintptr_t>(b[0].data()) + 448 * i) % 4096);
+    if (i > 0) REQUIRE(b[i - 1].end() <= b[i].begin());
+  }
+  REQUIRE(ws.bytes() >= (b[8].end() - b[0].begin()) * sizeof(float));
+  bgtq::decode_attention(cache, 0, std::span<const int>(seqs, 1), q.data(), want.data(), ws);
+  bgtq::attention_workspace copy(ws);  // its own arena, not ws's
+  REQUIRE(copy.scores.data() != ws.scores.data());
+  std::vector<bgtq::attention_workspace> moved;
+  moved.push_back(std::move(copy));
+  moved.push_back(moved.front());  // copy, then the vector grows (moves)
+  bgtq::attention_workspace assigned;
+  assigned = moved.back();
+  ws = bgtq::attention_workspace(cache);
+  for (bgtq::attention_workspace* w : {&ws, &moved[0], &moved[1], &assigned}) {
+    std::fill(got.begin(), got.end(), NAN);
+    bgtq::decode_attention(cache, 0, std::span<const int>(seqs, 1), q.data(), got.data(), *w);
+    for (std::size_t i = 0; i < got.size(); ++i) REQUIRE(got[i] == want[i]);
+  }
+}

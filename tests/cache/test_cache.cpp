@@ -49,6 +49,23 @@ TEST_CASE("fp16 cache returns every token at its position through sink, pages an
             REQUIRE(x[static_cast<std::size_t>(j)] == want);
           }
         }
+      // the checked-once window accessor attention uses: same rows as window_key/value,
+      // holding the sink tokens then the recent tail (its ring has wrapped by now)
+      for (int h = 0; h < H; ++h) {
+        const auto w = cache.window(s, 1, h);
+        REQUIRE(w.size() == sink + recent);
+        for (std::int64_t i = 0; i < w.size(); ++i) {
+          REQUIRE(w.key(i) == cache.window_key(s, 1, h, i));
+          REQUIRE(w.value(i) == cache.window_value(s, 1, h, i));
+          const std::int64_t t = i < sink ? i : T - recent + (i - sink);
+          for (int j = 0; j < D; ++j) {
+            const std::size_t at = (static_cast<std::size_t>(t) * H + static_cast<std::size_t>(h)) * D + static_cast<std::size_t>(j);
+            INFO("sink " << sink << " recent " << recent << " window row " << i << " h " << h << " j " << j);
+            REQUIRE(w.key(i)[j] == bgtq::float_to_half_bits(k[at]));
+            REQUIRE(w.value(i)[j] == bgtq::float_to_half_bits(v[at]));
+          }
+        }
+      }
     }
   }
 }

@@ -37,6 +37,19 @@ foreach(want fp16/k16v16/64 tq/k2v2/64 bgtq/k2v2/64 fp16/k16v16/100 tq/k2v2/100 
   endif()
 endforeach()
 
+# an fp16 window (sink + recent tokens): reported in the JSON and the text header
+bgtq_run(out err rc bench attention --json --tokens 100 --methods bgtq --kv-bits 3 --sink 4 --recent 20 ${shape})
+bgtq_expect_rc("${rc}" 0 "bench attention --sink --recent" "${err}")
+string(JSON sink GET "${out}" sink)
+string(JSON recent GET "${out}" recent)
+if(NOT sink EQUAL 4 OR NOT recent EQUAL 20)
+  message(FATAL_ERROR "bench attention: sink ${sink}, recent ${recent} in ${out}")
+endif()
+bgtq_run(out err rc bench attention --tokens 100 --methods bgtq --kv-bits 3 --sink 4 --recent 20 ${shape})
+bgtq_expect_match("${out}" "fp16 window sink=4 recent=20" "bench attention window header")
+bgtq_run(out err rc bench attention --tokens 100 --recent -1 ${shape})
+bgtq_expect_rc("${rc}" 2 "bench attention --recent -1" "${err}")
+
 # one method, text table
 bgtq_run(out err rc bench attention --tokens 64 --methods bgtq --kv-bits 4 ${shape})
 bgtq_expect_rc("${rc}" 0 "bench attention text" "${err}")

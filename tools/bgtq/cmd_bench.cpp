@@ -147,6 +147,8 @@ int bench_attention(cli::args& a) {
   const int threads = static_cast<int>(a.get_int("threads", 1, 1, 256));
   const auto method_list = a.get_list("methods", "tq,bgtq");
   const auto kv_list = a.get_list("kv-bits", "3,2");
+  const int sink = static_cast<int>(a.get_int("sink", 0, 0, 4096));
+  const int recent = static_cast<int>(a.get_int("recent", 0, 0, 65536));
   a.finish();
   if (Hq % Hkv) throw cli::usage_error("--q-heads must be a multiple of --kv-heads");
   // packed caches to time (fp16 always runs: it is the ratio's baseline)
@@ -173,6 +175,14 @@ int bench_attention(cli::args& a) {
     std::string method, kv;
     int tokens;
     double ms, bytes_per_token, ratio;
+    double gb;  //!< bytes one step reads (packed pages + fp16 window), GB
+  };
+  // what one step must read: the packed pages at the codec's size, the window in fp16
+  auto step_gb = [&](const auto& c, int s) {
+    const auto v = c.view(s, 0);
+    const double page_b = static_cast<double>(v.quantized) * c.bytes_per_token(0, 0);
+    const double win_b = static_cast<double>(v.sink + v.tail) * 4.0 * D;
+    return (page_b + win_b) * Hkv * 1e-9;
   };
   std::vector<row> rows;
   const rope_layout rope(D, rope_pairing::half);
@@ -184,6 +194,8 @@ int bench_attention(cli::args& a) {
     cfg.kv_heads = Hkv;
     cfg.q_heads = Hq;
     cfg.head_dim = D;
+    cfg.sink = sink;
+    cfg.recent = recent;
     cfg.max_pages = (T + 63) / 64 + 1;
     std::vector<float> q(static_cast<std::size_t>(Hq) * D), out(q.size());
     counter_rng r(5);
@@ -193,7 +205,7 @@ int bench_attention(cli::args& a) {
       fp16_cache<> c(cfg, fp16_states(1, Hkv, D), fp16_states(1, Hkv, D));
       const int s = fill(c, T, Hkv, D);
       fp16_ms = time_attention(c, s, q, reps, out, pool.get());
-      rows.push_back({"fp16", "k16v16", T, fp16_ms, c.bytes_per_token(0, 0), 1.0});
+      rows.push_back({"fp16", "k16v16", T, fp16_ms, c.bytes_per_token(0, 0), 1.0, step_gb(c, s)});
       cli::progress("[bench attention] T=" + std::to_string(T) + " fp16 " + std::to_string(fp16_ms) + " ms");
     }
     for (int bits : kv_bits) {
@@ -207,7 +219,7 @@ int bench_attention(cli::args& a) {
         const int s = fill(c, T, Hkv, D);
         const double ms = time_attention(c, s, q, reps, out, pool.get());
         const std::string kv = "k" + std::to_string(bits) + "v" + std::to_string(bits);
-        rows.push_back({m, kv, T, ms, c.bytes_per_token(0, 0), fp16_ms / ms});
+        rows.push_back({m, kv, T, ms, c.bytes_per_token(0, 0), fp16_ms / ms, step_gb(c, s)});
         cli::progress("[bench attention] T=" + std::to_string(T) + " " + m + " " + kv + " " + std::to_string(ms) + " ms");
       }
     }
@@ -216,9 +228,10 @@ int bench_attention(cli::args& a) {
     json_writer w(std::cout);
     w.begin_object().key("copy_gbps").value(copy).key("simd").value(simd_path()).key("threads").value(threads);
     w.key("dim").value(D).key("q_heads").value(Hq).key("kv_heads").value(Hkv);
+    w.key("sink").value(sink).key("recent").value(recent);
     w.key("results").begin_array();
     for (const auto& e : rows) {
-      const double gb = e.bytes_per_token * e.tokens * Hkv * 1e-9;
+      const double gb = e.gb;
       w.begin_object().key("method").value(e.method).key("kv").value(e.kv).key("tokens").value(e.tokens);
       w.key("ms_per_step").value(e.ms).key("ratio_to_fp16").value(e.ratio);
       w.key("bytes_per_token_per_head").value(e.bytes_per_token).key("gbps").value(gb / (e.ms * 1e-3));
@@ -227,12 +240,13 @@ int bench_attention(cli::args& a) {
     w.end_array().end_object();
     std::cout << "\n";
   } else {
-    std::printf("decode attention, one query token, D=%d Hq=%d Hkv=%d, %d thread(s), %s\n", D, Hq, Hkv, threads, simd_path());
+    std::printf("decode attention, one query token, D=%d Hq=%d Hkv=%d, fp16 window sink=%d recent=%d, %d thread(s), %s\n", D, Hq,
+                Hkv, sink, recent, threads, simd_path());
     std::printf("memory copy: %.2f GB/s (same run)\n\n", copy);
     std::printf("%-6s %-7s %8s %10s %10s %8s %8s %12s\n", "method", "kv", "tokens", "ms/step", "B/tok/hd", "GB/s", "x copy",
                 "x fp16 speed");
     for (const auto& e : rows) {
-      const double gbps = e.bytes_per_token * e.tokens * Hkv * 1e-9 / (e.ms * 1e-3);
+      const double gbps = e.gb / (e.ms * 1e-3);
       std::printf("%-6s %-7s %8d %10.3f %10.1f %8.2f %8.2f %12.2f\n", e.method.c_str(), e.kv.c_str(), e.tokens, e.ms,
                   e.bytes_per_token, gbps, gbps / copy, e.ratio);
     }
@@ -253,7 +267,8 @@ int run(cli::args& a) {
 
 cli::registrar reg{{"bench", "throughput of encode/decode and decode attention next to the copy bandwidth",
                     "encode|attention [--json] [encode: --dim N --bits 2,3,4 --rotations LIST --mb M --reps R] "
-                    "[attention: --tokens LIST --methods tq,bgtq --kv-bits 3,2 --dim D --q-heads H --kv-heads H --reps R --threads N]",
+                    "[attention: --tokens LIST --methods tq,bgtq --kv-bits 3,2 --dim D --q-heads H --kv-heads H --sink N --recent N "
+                    "--reps R --threads N]",
                     &run, {"json"}}};
 
 }  // namespace

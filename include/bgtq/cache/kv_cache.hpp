@@ -326,6 +326,49 @@ class kv_cache {
   const std::uint16_t* window_key(int seq, int layer, int h, std::int64_t i) const { return window_row(seq, layer, h, i, false); }
   const std::uint16_t* window_value(int seq, int layer, int h, std::int64_t i) const { return window_row(seq, layer, h, i, true); }
 
+  //! The fp16 window of one (sequence, layer, KV head), checked once: row i (same order as
+  //! window_key) without a per-row lookup, for inner loops. Valid until the next append to
+  //! or removal of the sequence.
+  struct window_rows {
+    const std::uint16_t* sink_k = nullptr;  //!< sink slot i at sink_k + i * dim
+    const std::uint16_t* sink_v = nullptr;
+    const std::uint16_t* tail_k = nullptr;  //!< ring slot r at tail_k + r * dim
+    const std::uint16_t* tail_v = nullptr;
+    std::int64_t sink = 0, tail = 0;        //!< tokens in each part
+    int tail_start = 0, tail_cap = 1, dim = 0;
+    std::int64_t size() const noexcept { return sink + tail; }
+    //! Row i in [0, size()) (unchecked).
+    const std::uint16_t* key(std::int64_t i) const noexcept { return row(sink_k, tail_k, i); }
+    const std::uint16_t* value(std::int64_t i) const noexcept { return row(sink_v, tail_v, i); }
+
+   private:
+    const std::uint16_t* row(const std::uint16_t* s, const std::uint16_t* t, std::int64_t i) const noexcept {
+      if (i < sink) return s + static_cast<std::size_t>(i) * static_cast<std::size_t>(dim);
+      std::int64_t r = tail_start + (i - sink);
+      if (r >= tail_cap) r -= tail_cap;
+      return t + static_cast<std::size_t>(r) * static_cast<std::size_t>(dim);
+    }
+  };
+  //! @throws bgtq::error(not_found) for a bad sequence, layer or KV head
+  window_rows window(int seq, int layer, int h) const {
+    const seq_state& s = live_seq(seq);
+    const std::size_t l = checked_layer(layer);
+    (void)head_index(layer, h);  // throws for a bad KV head
+    const std::size_t D = static_cast<std::size_t>(cfg_.head_dim);
+    const std::size_t lh = l * static_cast<std::size_t>(cfg_.kv_heads) + static_cast<std::size_t>(h);
+    window_rows w;
+    w.sink = sink_len(s.length[l]);
+    w.tail = s.length[l] - w.sink - s.quantized[l];
+    w.tail_start = s.tail_start[l];
+    w.tail_cap = tail_cap_;
+    w.dim = cfg_.head_dim;
+    w.sink_k = s.sink_k.data() + lh * static_cast<std::size_t>(cfg_.sink) * D;
+    w.sink_v = s.sink_v.data() + lh * static_cast<std::size_t>(cfg_.sink) * D;
+    w.tail_k = s.tail_k.data() + lh * static_cast<std::size_t>(tail_cap_) * D;
+    w.tail_v = s.tail_v.data() + lh * static_cast<std::size_t>(tail_cap_) * D;
+    return w;
+  }
+
   //! Decodes the key at position t (reference and tests; not a hot path).
   void decode_key(int seq, int layer, int h, std::int64_t t, float* x) const { decode(seq, layer, h, t, x, false); }
   //! Decodes the value at position t.
@@ -446,24 +489,11 @@ class kv_cache {
     s.quantized[l] += block_tokens;
   }
   const std::uint16_t* window_row(int seq, int layer, int h, std::int64_t i, bool val) const {
-    const seq_state& s = live_seq(seq);
-    const std::size_t l = checked_layer(layer);
-    (void)head_index(layer, h);  // throws for a bad KV head
-    const std::int64_t in_window = s.length[l] - s.quantized[l];
-    BGTQ_REQUIRE(i >= 0 && i < in_window, errc::not_found,
+    const window_rows w = window(seq, layer, h);
+    BGTQ_REQUIRE(i >= 0 && i < w.size(), errc::not_found,
                  "kv_cache: window token " + std::to_string(i) + " of sequence " + std::to_string(seq) + ", layer " +
-                     std::to_string(layer) + " (the window holds " + std::to_string(in_window) + ")");
-    const std::size_t D = static_cast<std::size_t>(cfg_.head_dim);
-    const std::size_t H = static_cast<std::size_t>(cfg_.kv_heads);
-    const std::size_t hh = static_cast<std::size_t>(h);
-    const std::int64_t sl = sink_len(s.length[l]);
-    if (i < sl) {
-      const std::size_t base = ((l * H + hh) * static_cast<std::size_t>(cfg_.sink) + static_cast<std::size_t>(i)) * D;
-      return (val ? s.sink_v : s.sink_k).data() + base;
-    }
-    const int rs = static_cast<int>((s.tail_start[l] + (i - sl)) % tail_cap_);
-    const std::size_t base = ((l * H + hh) * static_cast<std::size_t>(tail_cap_) + static_cast<std::size_t>(rs)) * D;
-    return (val ? s.tail_v : s.tail_k).data() + base;
+                     std::to_string(layer) + " (the window holds " + std::to_string(w.size()) + ")");
+    return val ? w.value(i) : w.key(i);
   }
   void decode(int seq, int layer, int h, std::int64_t t, float* x, bool val) const {
     const sequence_view v = view(seq, layer);

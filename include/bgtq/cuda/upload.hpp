@@ -137,16 +137,18 @@ batch_tables gather_batch(const kv_cache<gtq_pages, gtq_pages, Layout>& c, int l
     t.quantized[b] = static_cast<int>(v.quantized);
     const long long nw = v.sink + v.tail;
     t.window_len[b] = static_cast<int>(nw);
-    for (std::size_t h = 0; h < H; ++h)
+    for (std::size_t h = 0; h < H; ++h) {
+      const auto win = c.window(seqs[b], layer, static_cast<int>(h));
       for (long long i = 0; i < nw; ++i) {
-        const std::uint16_t* kr = c.window_key(seqs[b], layer, static_cast<int>(h), i);
-        const std::uint16_t* vr = c.window_value(seqs[b], layer, static_cast<int>(h), i);
+        const std::uint16_t* kr = win.key(i);
+        const std::uint16_t* vr = win.value(i);
         const std::size_t o = ((b * H + h) * W + static_cast<std::size_t>(i)) * D;
         for (std::size_t j = 0; j < D; ++j) {
           t.window_k[o + j] = kr[j];
           t.window_v[o + j] = vr[j];
         }
       }
+    }
   }
   return t;
 }

@@ -1,0 +1,102 @@
+// The 16-lane reductions and the fp16-window row kernels of decode attention against
+// plain scalar loops, on random rows of awkward lengths. Built per ISA (default, scalar,
+// avx2) with the rest of the attention family.
+#include <catch2/catch.hpp>
+
+#include <bgtq/attention/decode.hpp>
+#include <bgtq/core/rng.hpp>
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "common.hpp"
+
+using namespace bgtq_test;
+
+namespace {
+[[maybe_unused]] float lanes_tree_sum(const float* a) {  // the order of the AVX2 / AVX-512 hsum
+  float t[8], u[4];
+  for (int i = 0; i < 8; ++i) t[i] = a[i] + a[i + 8];
+  for (int i = 0; i < 4; ++i) u[i] = t[i] + t[i + 4];
+  return (u[0] + u[2]) + (u[1] + u[3]);
+}
+}  // namespace
+
+TEST_CASE("hsum and hmax reduce all 16 lanes", "[attention][simd]") {
+  bgtq::counter_rng r(41);
+  for (int rep = 0; rep < 200; ++rep) {
+    float a[16];
+    for (float& x : a) x = static_cast<float>(r.normal()) * (rep % 7 == 0 ? 1e6f : 1.0f);
+    const int big = static_cast<int>(r.below(16));
+    if (rep % 3 == 0) a[big] = 3e7f;  // the maximum sits in any lane
+    const bgtq::simd::vf16 v = bgtq::simd::load(a);
+    float mx = a[0], seq = 0.0f;
+    for (float x : a) {
+      mx = std::max(mx, x);
+      seq += x;
+    }
+    REQUIRE(bgtq::simd::hmax(v) == mx);
+#if defined(BGTQ_SIMD_AVX512) || defined(BGTQ_SIMD_AVX2)
+    // bit-identical to the documented tree order (the same on both ISAs)
+    REQUIRE(bgtq::simd::hsum(v) == lanes_tree_sum(a));
+#else
+    REQUIRE(bgtq::simd::hsum(v) == seq);
+#endif
+    double exact = 0;
+    for (float x : a) exact += x;
+    double mag = 0;
+    for (float x : a) mag += std::fabs(x);
+    REQUIRE(std::fabs(bgtq::simd::hsum(v) - exact) <= 16 * 6e-8 * mag);
+  }
+}
+
+TEST_CASE("window row kernels match scalar loops at awkward head dims", "[attention][simd]") {
+  bgtq::counter_rng r(43);
+  for (int D : {2, 6, 14, 16, 18, 30, 32, 46, 64, 128, 130, 256}) {
+    std::vector<std::uint16_t> h(static_cast<std::size_t>(D));
+    std::vector<float> q(static_cast<std::size_t>(D)), x(static_cast<std::size_t>(D) + 1, -7.0f), y(static_cast<std::size_t>(D));
+    for (int j = 0; j < D; ++j) {
+      h[static_cast<std::size_t>(j)] = bgtq::float_to_half_bits(static_cast<float>(r.normal()) * 3.0f);
+      q[static_cast<std::size_t>(j)] = static_cast<float>(r.normal());
+      y[static_cast<std::size_t>(j)] = static_cast<float>(r.normal());
+    }
+    if (D >= 6) h[5] = 0x0001u;  // a subnormal
+    bgtq::detail::half_row_to_float(h.data(), D, x.data());
+    INFO("D = " << D);
+    for (int j = 0; j < D; ++j) REQUIRE(x[static_cast<std::size_t>(j)] == bgtq::half_bits_to_float(h[static_cast<std::size_t>(j)]));
+    REQUIRE(x[static_cast<std::size_t>(D)] == -7.0f);  // nothing written past D
+    double dot = 0, mag = 0;
+    for (int j = 0; j < D; ++j) {
+      dot += static_cast<double>(q[static_cast<std::size_t>(j)]) * x[static_cast<std::size_t>(j)];
+      mag += std::fabs(static_cast<double>(q[static_cast<std::size_t>(j)]) * x[static_cast<std::size_t>(j)]);
+    }
+    REQUIRE(std::fabs(bgtq::detail::dot_row(q.data(), x.data(), D) - dot) <= 1e-6 * mag + 1e-30);
+    const float w = 0.37f;
+    std::vector<float> want(y);
+    for (int j = 0; j < D; ++j) want[static_cast<std::size_t>(j)] += w * x[static_cast<std::size_t>(j)];
+    bgtq::detail::axpy_row(w, x.data(), D, y.data());
+    for (int j = 0; j < D; ++j) REQUIRE(std::fabs(y[static_cast<std::size_t>(j)] - want[static_cast<std::size_t>(j)]) <= 1e-6f * (1.0f + std::fabs(want[static_cast<std::size_t>(j)])));
+  }
+}
+
+TEST_CASE("exp_shift_sum writes exactly n weights and returns their sum", "[attention][simd]") {
+  bgtq::counter_rng r(47);
+  for (std::size_t n : {1u, 5u, 15u, 16u, 17u, 31u, 32u, 33u, 132u}) {
+    std::vector<float> s(n + 16);
+    for (float& v : s) v = static_cast<float>(r.normal()) * 4.0f;
+    for (std::size_t i = n; i < n + 16; ++i) s[i] = 1e30f;  // the padding: read, never used or written
+    const std::vector<float> in(s);
+    const float m = 2.5f;
+    const float sum = bgtq::detail::exp_shift_sum(s.data(), n, m);
+    double want_sum = 0;
+    INFO("n = " << n);
+    for (std::size_t i = 0; i < n; ++i) {
+      const double e = std::exp(static_cast<double>(in[i] - m));  // the float difference, as the kernel forms it
+      REQUIRE(std::fabs(s[i] - e) <= 4e-7 * e + 1e-37);
+      want_sum += e;
+    }
+    for (std::size_t i = n; i < n + 16; ++i) REQUIRE(s[i] == 1e30f);
+    REQUIRE(std::fabs(sum - want_sum) <= 1e-6 * want_sum);
+  }
+}
