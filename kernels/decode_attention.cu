@@ -419,33 +419,75 @@ __global__ void __launch_bounds__(decode_threads) merge_kernel(const decode_kpar
       s_x[dims[i]] = x;
     }
   }
-  // 3. the fp16 window in the same softmax
+  // 3. the fp16 window in the same softmax. Nothing here is serial over the window: warp
+  // w scores tokens w*4 .. w*4+3, then every 4*NW-th group (four rows in flight per lane),
+  // the max and the sum are block reductions, and warp w accumulates the values of
+  // tokens w, w+NW, ... with lane holding dims lane + 32k; the NW partial sums are added
+  // in warp order. (Before: one thread looped over the whole window for the max and the
+  // values, a chain of dependent loads as long as the window.)
+  constexpr int NW = decode_threads / 32;
   int nwin = p.wlen != nullptr ? p.wlen[b] : 0;
   if (nwin > p.wcap) nwin = p.wcap;
   float fa = 1.0f, fb = 0.0f;
   float w0 = 0.0f, w1 = 0.0f;
   if (nwin > 0) {  // CTA-uniform
+    float* s_wv = s_ws + p.wcap;  // [NW][D] per-warp value sums
+    float* s_red = s_wv + NW * p.D;  // [2][NW] block-reduction slots
     const std::size_t wbase = (static_cast<std::size_t>(b) * p.Hkv + h) * p.wcap * p.D;
-    for (int i = warp; i < nwin; i += decode_threads / 32) {
-      const std::uint16_t* kr = p.wk + wbase + static_cast<std::size_t>(i) * p.D;
-      float s = 0.0f;
-      for (int d = lane; d < p.D; d += 32) s = fmaf(s_q[d], half_bits_to_float(kr[d]), s);
-      s = warp_sum(s);
-      if (lane == 0) s_ws[i] = s * p.scale;
+    for (int i0 = warp * 4; i0 < nwin; i0 += NW * 4) {
+      float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+      for (int d = lane; d < p.D; d += 32) {
+        const float qd = s_q[d];
+#pragma unroll
+        for (int u = 0; u < 4; ++u)
+          if (i0 + u < nwin) sc[u] = fmaf(qd, half_bits_to_float(p.wk[wbase + static_cast<std::size_t>(i0 + u) * p.D + d]), sc[u]);
+      }
+#pragma unroll
+      for (int u = 0; u < 4; ++u) {
+        const float s = warp_sum(sc[u]);
+        if (lane == 0 && i0 + u < nwin) s_ws[i0 + u] = s * p.scale;
+      }
     }
     __syncthreads();
-    float mw = -__builtin_inff();
-    for (int i = 0; i < nwin; ++i) mw = fmaxf(mw, s_ws[i]);
+    float mx = -__builtin_inff();
+    for (int i = tid; i < nwin; i += decode_threads) mx = fmaxf(mx, s_ws[i]);
+    mx = warp_max(mx);
+    if (lane == 0) s_red[warp] = mx;
     __syncthreads();
-    for (int i = tid; i < nwin; i += decode_threads) s_ws[i] = expf(s_ws[i] - mw);
-    __syncthreads();
+    float mw = s_red[0];
+#pragma unroll
+    for (int w = 1; w < NW; ++w) mw = fmaxf(mw, s_red[w]);
+    float lp = 0.0f;
+    for (int i = tid; i < nwin; i += decode_threads) {
+      const float e = expf(s_ws[i] - mw);
+      s_ws[i] = e;
+      lp += e;
+    }
+    lp = warp_sum(lp);
+    if (lane == 0) s_red[NW + warp] = lp;
+    __syncthreads();  // the weights and the partial sums
     float lw = 0.0f;
-    for (int i = 0; i < nwin; ++i) {
+#pragma unroll
+    for (int w = 0; w < NW; ++w) lw += s_red[NW + w];
+    float va[max_head_dim / 32];
+#pragma unroll
+    for (int k = 0; k < max_head_dim / 32; ++k) va[k] = 0.0f;
+#pragma unroll 2
+    for (int i = warp; i < nwin; i += NW) {
       const float e = s_ws[i];
-      lw += e;
       const std::uint16_t* vr = p.wv + wbase + static_cast<std::size_t>(i) * p.D;
-      if (tid < p.D) w0 = fmaf(e, half_bits_to_float(vr[tid]), w0);
-      if (tid + decode_threads < p.D) w1 = fmaf(e, half_bits_to_float(vr[tid + decode_threads]), w1);
+#pragma unroll
+      for (int k = 0; k < max_head_dim / 32; ++k)
+        if (lane + 32 * k < p.D) va[k] = fmaf(e, half_bits_to_float(vr[lane + 32 * k]), va[k]);
+    }
+#pragma unroll
+    for (int k = 0; k < max_head_dim / 32; ++k)
+      if (lane + 32 * k < p.D) s_wv[warp * p.D + lane + 32 * k] = va[k];
+    __syncthreads();  // (also orders the rotation back's s_x writes)
+#pragma unroll
+    for (int w = 0; w < NW; ++w) {
+      if (tid < p.D) w0 += s_wv[w * p.D + tid];
+      if (tid + decode_threads < p.D) w1 += s_wv[w * p.D + tid + decode_threads];
     }
     merge(st, softmax_state{mw, lw}, fa, fb);
   } else {
@@ -548,7 +590,13 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
     if (const errc pe = for_gm(gm, [&](auto c) { return raise_max_dynamic_smem<decode_split_kernel<decltype(c)::value>>(dev, smem); });
         pe != errc::ok)
       return pe;
-  const std::size_t msmem = (3u * static_cast<std::size_t>(d.head_dim) + static_cast<std::size_t>(window ? a.window_cap : 1)) * 4u;
+  // merge: y, x, q [D] each, then with a window its scores [window_cap], per-warp value
+  // sums [4][D] and 8 reduction slots
+  const std::size_t msmem =
+      (3u * static_cast<std::size_t>(d.head_dim) +
+       (window ? static_cast<std::size_t>(a.window_cap) + (decode_threads / 32u) * static_cast<std::size_t>(d.head_dim) + 2u * (decode_threads / 32u)
+               : 1u)) *
+      4u;
   if (const errc pe = raise_max_dynamic_smem<merge_kernel>(dev, msmem); pe != errc::ok) return pe;
   kp.splits = run.splits;
   kp.tiles_per_split = run.tiles_per_split;

@@ -228,7 +228,9 @@ struct row {
   double vs_cuda_cores = -1;  //!< tensor-core rows: max |out_tc - out_cc| / max |out_cc| on the same cache and queries
 };
 
-int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, path_mode mode) {
+//! window > 0: every decode also attends an fp16 window of that many tokens per sequence
+//! (random K/V rows, window_len = window for every b; bytes count them at 4·D per token).
+int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, path_mode mode, int window) {
   int dev = 0;
   DIE_CUDA(cudaGetDevice(&dev));
   cudaDeviceProp prop{};
@@ -286,6 +288,17 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, pat
   DIE_ERRC(bc::fill_uniform(dq, static_cast<std::size_t>(max_batch) * Hq * D, bc::dtype::f32, 3, -1.0f, 1.0f));
   DIE_CUDA(cudaMalloc(&dpt, static_cast<std::size_t>(max_pages) * 4));
   DIE_CUDA(cudaMalloc(&dqn, static_cast<std::size_t>(max_batch) * 4));
+  void *dwk = nullptr, *dwv = nullptr, *dwl = nullptr;  // the fp16 window, [B][Hkv][window][D]
+  if (window > 0) {
+    const std::size_t welems = static_cast<std::size_t>(max_batch) * Hkv * static_cast<std::size_t>(window) * D;
+    DIE_CUDA(cudaMalloc(&dwk, welems * 2));
+    DIE_CUDA(cudaMalloc(&dwv, welems * 2));
+    DIE_CUDA(cudaMalloc(&dwl, static_cast<std::size_t>(max_batch) * 4));
+    DIE_ERRC(bc::fill_uniform(dwk, welems, bc::dtype::f16, 4, -2.0f, 2.0f));
+    DIE_ERRC(bc::fill_uniform(dwv, welems, bc::dtype::f16, 5, -1.0f, 1.0f));
+    const std::vector<int> wl(static_cast<std::size_t>(max_batch), window);
+    DIE_CUDA(cudaMemcpy(dwl, wl.data(), wl.size() * 4, cudaMemcpyHostToDevice));
+  }
   cudaEvent_t e0, e1;
   DIE_CUDA(cudaEventCreate(&e0));
   DIE_CUDA(cudaEventCreate(&e1));
@@ -368,6 +381,12 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, pat
         a.max_quantized = T;
         a.workspace = ws;
         a.workspace_bytes = wsb;
+        if (window > 0) {
+          a.window_k = static_cast<const std::uint16_t*>(dwk);
+          a.window_v = static_cast<const std::uint16_t*>(dwv);
+          a.window_len = static_cast<const int*>(dwl);
+          a.window_cap = window;
+        }
         std::vector<float> out_cc;
         if (mode == path_mode::tensor_cores) {  // the reference for vs_cuda_cores: one untimed CUDA-core run
           a.path = bc::decode_path::cuda_cores;
@@ -415,7 +434,7 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, pat
           r.us = median(t) * 1e6;
           // packed pages read + queries/outputs + split partials written and read back
           r.bytes = static_cast<double>(B) * Hkv * pps * head_bytes + 2.0 * B * Hq * D * 4 +
-                    2.0 * B * Hq * splits_run * (D + 2) * 4.0;
+                    2.0 * B * Hq * splits_run * (D + 2) * 4.0 + static_cast<double>(B) * Hkv * window * D * 4.0;
           r.gbps = r.bytes / (r.us * 1e-6) * 1e-9;
           r.frac = r.bytes / (r.us * 1e-6) / copy_bw;
           r.splits = splits_run;
@@ -450,7 +469,8 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, pat
     }
     std::fprintf(f, "{\n  \"device\": \"%s\",\n  \"sms\": %d,\n  \"copy_bw_Bps\": %.6e,\n  \"runs\": %d,\n", prop.name,
                  prop.multiProcessorCount, copy_bw, runs);
-    std::fprintf(f, "  \"shape\": {\"Hq\": %d, \"Hkv\": %d, \"D\": %d, \"page_tokens\": %d},\n", Hq, Hkv, D, P);
+    std::fprintf(f, "  \"shape\": {\"Hq\": %d, \"Hkv\": %d, \"D\": %d, \"page_tokens\": %d, \"window\": %d},\n", Hq, Hkv, D, P,
+                 window);
     std::fprintf(f, "  \"encode\": [");
     for (std::size_t i = 0; i < encode_lines.size(); ++i) std::fprintf(f, "%s\"%s\"", i ? ", " : "", encode_lines[i].c_str());
     std::fprintf(f, "],\n  \"rows\": [\n");
@@ -468,7 +488,7 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, pat
   }
   DIE_CUDA(cudaEventDestroy(e0));
   DIE_CUDA(cudaEventDestroy(e1));
-  for (void* p : {dk, dv, dslots, dq, dout, dpt, dqn, flush}) DIE_CUDA(cudaFree(p));
+  for (void* p : {dk, dv, dslots, dq, dout, dpt, dqn, flush, dwk, dwv, dwl}) DIE_CUDA(cudaFree(p));
   if (mismatch) {  // after the table and the JSON: the timings stay available
     std::fprintf(stderr, "bench_decode: the tensor-core path disagreed with the CUDA-core path (see above)\n");
     return 3;
@@ -481,7 +501,7 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, pat
 int main(int argc, char** argv) {
   bool check = false, quick = false, probe = false, tiny = false, small = false;
   path_mode mode = path_mode::both;
-  int runs = 25;
+  int runs = 25, window = 0;
   std::string json;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -496,6 +516,12 @@ int main(int argc, char** argv) {
       tiny = true;
     } else if (a == "--runs" && i + 1 < argc) {
       runs = std::max(20, std::atoi(argv[++i]));
+    } else if (a == "--window" && i + 1 < argc) {
+      window = std::atoi(argv[++i]);
+      if (window < 0 || window > 16384) {
+        std::fprintf(stderr, "bench_decode: --window must be in 0..16384 (got %d)\n", window);
+        return 2;
+      }
     } else if (a == "--json" && i + 1 < argc) {
       json = argv[++i];
     } else if (a == "--path" && i + 1 < argc) {
@@ -512,7 +538,7 @@ int main(int argc, char** argv) {
       }
     } else {
       std::fprintf(stderr,
-                   "usage: bench_decode [--probe | --check | --sanitize | [--quick | --tiny] [--runs N>=20] [--json FILE]] "
+                   "usage: bench_decode [--probe | --check | --sanitize | [--quick | --tiny] [--runs N>=20] [--window N] [--json FILE]] "
                    "[--path both|cuda_cores|tensor_cores]\n");
       return 2;
     }
@@ -527,5 +553,5 @@ int main(int argc, char** argv) {
     std::printf("%d CUDA device(s); device 0: %s\n", bgtq::cuda::device_count(), name);
     return 0;
   }
-  return check ? run_checks(mode, small) : run_bench(quick, tiny, runs, json, mode);
+  return check ? run_checks(mode, small) : run_bench(quick, tiny, runs, json, mode, window);
 }

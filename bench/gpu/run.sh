@@ -9,6 +9,7 @@
 #      device checks without Catch2;
 #   3. measures device-to-device copy bandwidth and times packed decode attention
 #      (bench_decode), then fp16 SDPA on the same shapes (sdpa.py), and prints ONE table;
+#   3b. times the same decode with a 132-token fp16 window (window_table.txt, appended to the table);
 #   4. runs compute-sanitizer (memcheck, racecheck, synccheck) over a few short checks
 #      per kernel in the time left under the guard (sanitizer.txt), and prints the table again.
 # Results go to $OUT (if set) or build-gpu/out: gpu_decode_table.txt, gpu_decode.json,
@@ -16,7 +17,7 @@
 # each split kernel runs in its own process, so a fault in one keeps the other's results). Stops itself after 7 minutes (BGTQ_GPU_TIMEOUT seconds).
 # Environment: OUT, BGTQ_GPU_BUILD (work dir), BGTQ_GPU_ARCH (e.g. 90), BGTQ_GPU_CTEST=0
 # (skip the CMake/Catch2 path), BGTQ_GPU_QUICK=1 (T up to 32K only), BGTQ_GPU_SANITIZE=0 (skip step 4),
-# BGTQ_GPU_TIMEOUT, CXX, CUDACXX.
+# BGTQ_GPU_WINDOW=N (window rows with N tokens, 0 skips them), BGTQ_GPU_TIMEOUT, CXX, CUDACXX.
 # Exit status: 0 all good, 1 a check failed or a step broke, 124 the time guard fired.
 set -euo pipefail
 
@@ -160,6 +161,30 @@ if [[ -n "$PY" ]]; then
 else
   log "no python: packed-only tables follow (no fp16 SDPA baseline)"
   cat "$OUTDIR/packed_table.txt" "$OUTDIR/packed_tc_table.txt" 2>/dev/null
+fi
+
+# ---------------------------------------------------------------- 3b. with an fp16 window
+# The same packed decode with a 4 + 128-token fp16 window per sequence (sink + recent, as
+# a serving engine keeps them; the merge kernel attends it), T = 4K and 32K, CUDA cores:
+# window.json / window_table.txt, printed after the main table. Skipped when the guard
+# leaves under 150 s (the sanitizer runs get the rest).
+WINDOW_TOKENS="${BGTQ_GPU_WINDOW:-132}"
+left=$((GUARD_S - (SECONDS - START)))
+if [[ "$WINDOW_TOKENS" != "0" ]] && (( left >= 150 )); then
+  log "benchmark: packed decode with a ${WINDOW_TOKENS}-token fp16 window (T = 4K, 32K)"
+  set +e
+  timeout --kill-after=5 60 "$WORK/bench_decode" --quick --window "$WINDOW_TOKENS" --runs 20 --path cuda_cores \
+    --json "$OUTDIR/window.json" > "$OUTDIR/window_table.txt"
+  wrc=$?
+  set -e
+  if [[ $wrc -eq 0 ]]; then
+    { echo; echo "packed decode attention with a ${WINDOW_TOKENS}-token fp16 window per sequence (CUDA cores; bytes include the window):";
+      cat "$OUTDIR/window_table.txt"; } | tee -a "$OUTDIR/gpu_decode_table.txt"
+  else
+    log "bench_decode --window failed or timed out (exit $wrc): no window rows"
+  fi
+else
+  log "window rows skipped (${left}s left under the guard, BGTQ_GPU_WINDOW=$WINDOW_TOKENS)"
 fi
 
 # ---------------------------------------------------------------- 4. compute-sanitizer

@@ -327,8 +327,9 @@ TEST_CASE("tensor-core decode: layers it cannot serve are refused (tensor_cores)
   r = gpu_check_decode(s, fp32r, lengths, bc::dtype::f32, 0, 971, 1e-4, 0, bc::decode_path::automatic);
   INFO(r.what);
   REQUIRE(r.ok);
-  // head_dim 256: value groups of 256 coordinates are past the path's 128
-  const shape s256 = decode_shape(256, 1, 4, 0, 0, lengths);
+  // head_dim 256: value groups of 256 coordinates are past the path's 128 (with a
+  // 3 + 40-token window: the merge kernel's window at its widest rows)
+  const shape s256 = decode_shape(256, 1, 4, 3, 40, lengths);
   r = gpu_check_decode(s256, tq_method(2), lengths, bc::dtype::f32, 0, 972, 1e-4, 0, bc::decode_path::tensor_cores);
   INFO(r.what);
   REQUIRE(r.what.find("value group of 256") != std::string::npos);
