@@ -130,6 +130,12 @@ TEST_CASE("errors row 13: a sequence id that does not exist is not_found everywh
   require_error([&] { (void)wc.window_value(ws, 0, -1, 0); }, errc::not_found);
   require_error([&] { (void)wc.window_value(ws, 0, 0, 2); }, errc::not_found, {"window token 2", "the window holds 2"});
   require_error([&] { (void)wc.window_key(ws, 0, 0, -1); }, errc::not_found);
+  // the checked-once window view: its arguments are checked like the accessors'
+  REQUIRE(wc.window(ws, 0, 1).size() == 2);
+  REQUIRE(wc.window(ws, 0, 1).key(1) == wc.window_key(ws, 0, 1, 1));
+  require_error([&] { (void)wc.window(ws, 0, 2); }, errc::not_found, {"no (layer 0, kv_head 2)"});
+  require_error([&] { (void)wc.window(ws, 1, 0); }, errc::not_found, {"layer 1 does not exist"});
+  require_error([&] { (void)wc.window(ws + 9, 0, 0); }, errc::not_found, {"does not exist"});
 }
 
 TEST_CASE("errors: bad sizes are bgtq::errors naming the value, also for a pool no machine holds", "[errors]") {
