@@ -32,6 +32,19 @@
 #define BGTQ_NOINLINE
 #endif
 
+//! 1 in an AddressSanitizer build (GCC's __SANITIZE_ADDRESS__, clang's feature test):
+//! the attention workspace then poisons red zones between its buffers.
+#if defined(__SANITIZE_ADDRESS__)
+#define BGTQ_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BGTQ_ASAN 1
+#endif
+#endif
+#ifndef BGTQ_ASAN
+#define BGTQ_ASAN 0
+#endif
+
 #if defined(__CUDA_ARCH__)
 #define BGTQ_DEVICE_PASS 1
 #else

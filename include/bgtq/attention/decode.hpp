@@ -23,6 +23,10 @@
 #include "../core/vec16.hpp"
 #include "softmax.hpp"
 
+#if BGTQ_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
 namespace bgtq {
 
 //! One float buffer inside an attention_workspace's arena (a pointer and a length).
@@ -43,7 +47,10 @@ struct scratch_span {
 //! 448-byte slot modulo 4 KiB: the loops that load one buffer and store another at the
 //! same index (scores -> weights, the value accumulators) never see 4K aliasing, whose
 //! false store-to-load dependencies cost up to ~10% at 4K tokens depending on where the
-//! heap happened to put separately allocated buffers.
+//! heap happened to put separately allocated buffers. In an AddressSanitizer build each
+//! buffer is followed by a poisoned 64-byte red zone, so an overrun into the next buffer
+//! is still reported. Copies get a fresh arena of the same shape (scratch contents are
+//! never carried over).
 class attention_workspace {
  public:
   //! Pages scored before each softmax update and value pass (a span): the value
@@ -77,15 +84,19 @@ class attention_workspace {
               static_cast<std::size_t>(G_) * static_cast<std::size_t>(window_) + 16,  // wscores (padded for exp_shift_sum)
               static_cast<std::size_t>(D_)};                   // row: one fp16 window row in float
     std::size_t total = 0;
-    for (std::size_t k = 0; k < buffers; ++k) total = place(total, k) + sizes_[k];
+    for (std::size_t k = 0; k < buffers; ++k) total = place(total, k) + sizes_[k] + redzone;
     arena_.assign(total + 16, 0.0f);  // + room to align the base to 64 bytes
     bind();
+    poison(true);
     state.assign(static_cast<std::size_t>(G_), softmax_state{-INFINITY, 0.0f});
   }
   attention_workspace(const attention_workspace& o)
-      : state(o.state), arena_(o.arena_), sizes_(o.sizes_), G_(o.G_), D_(o.D_), P_(o.P_), window_(o.window_), qf_(o.qf_), af_(o.af_) {
+      : state(o.state), arena_(o.arena_.size(), 0.0f), sizes_(o.sizes_), G_(o.G_), D_(o.D_), P_(o.P_), window_(o.window_), qf_(o.qf_),
+        af_(o.af_) {
     bind();
+    poison(true);
   }
+  ~attention_workspace() { poison(false); }
   attention_workspace(attention_workspace&& o) noexcept { *this = std::move(o); }
   attention_workspace& operator=(const attention_workspace& o) {
     if (this != &o) *this = attention_workspace(o);
@@ -93,6 +104,7 @@ class attention_workspace {
   }
   attention_workspace& operator=(attention_workspace&& o) noexcept {
     if (this == &o) return *this;
+    poison(false);
     state = std::move(o.state);
     arena_ = std::move(o.arena_);  // the heap block moves: the spans stay valid
     sizes_ = o.sizes_;
@@ -135,6 +147,7 @@ class attention_workspace {
   static constexpr std::size_t buffers = 9;
   static constexpr std::size_t slot_floats = 112;   //!< 448 bytes: buffer k starts at k * 448 mod 4096
   static constexpr std::size_t page_floats = 1024;  //!< 4 KiB
+  static constexpr std::size_t redzone = BGTQ_ASAN ? 16 : 0;  //!< floats after each buffer (poisoned under ASan)
   //! Offset (floats from the aligned base) of buffer k placed at or after `at`.
   static std::size_t place(std::size_t at, std::size_t k) {
     const std::size_t want = (k * slot_floats) % page_floats;
@@ -154,8 +167,26 @@ class attention_workspace {
     for (std::size_t k = 0; k < buffers; ++k) {
       at = place(at, k);
       *s[k] = scratch_span{base + at, sizes_[k]};
-      at += sizes_[k];
+      at += sizes_[k] + redzone;
     }
+  }
+  //! ASan: poisons (or unpoisons) everything in the arena outside the buffers.
+  void poison(bool on) noexcept {
+#if BGTQ_ASAN
+    if (arena_.empty()) return;
+    ASAN_UNPOISON_MEMORY_REGION(arena_.data(), arena_.size() * sizeof(float));
+    if (!on) return;
+    const scratch_span* s[buffers] = {&qbuf, &acc, &scores, &weights, &tmp, &raw, &outbuf, &wscores, &row};
+    const float* at = arena_.data();
+    for (const scratch_span* b : s) {
+      if (b->begin() > at) ASAN_POISON_MEMORY_REGION(at, static_cast<std::size_t>(b->begin() - at) * sizeof(float));
+      at = b->end();
+    }
+    const float* end = arena_.data() + arena_.size();
+    if (end > at) ASAN_POISON_MEMORY_REGION(at, static_cast<std::size_t>(end - at) * sizeof(float));
+#else
+    (void)on;
+#endif
   }
 
   std::vector<float> arena_;

@@ -36,8 +36,9 @@ BGTQ_FORCEINLINE vf16 mul(vf16 a, vf16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
 BGTQ_FORCEINLINE vf16 fma(vf16 a, vf16 b, vf16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
 BGTQ_FORCEINLINE vf16 max(vf16 a, vf16 b) { return {_mm512_max_ps(a.v, b.v)}; }
 // Horizontal reductions in the order of GCC's _mm512_reduce_{add,max}_ps and of the AVX2
-// path (256-bit halves, then 128-bit halves, then lanes {0,1}+{2,3}, then 0+1: bit-identical
-// results). Written with the zero-masked shuffle/extract forms (all lanes kept; the same
+// path (256-bit halves, then 128-bit halves, then lanes {0,1}+{2,3}, then 0+1): bit-identical
+// sums; maxima identical except which of +0 / -0 a tie returns (immaterial to softmax).
+// Written with the zero-masked shuffle/extract forms (all lanes kept; the same
 // instructions are emitted): GCC 12 warns "__Y is used uninitialized", a false positive
 // from _mm512_undefined_ps, wherever the unmasked forms or _mm512_reduce_* are inlined.
 BGTQ_FORCEINLINE float hsum(vf16 a) {
