@@ -46,7 +46,7 @@ struct scratch_span {
 //! All float buffers live in one 64-byte-aligned arena, each starting at its own
 //! 448-byte slot modulo 4 KiB: the loops that load one buffer and store another at the
 //! same index (scores -> weights, the value accumulators) never see 4K aliasing, whose
-//! false store-to-load dependencies cost up to ~10% at 4K tokens depending on where the
+//! false store-to-load dependencies cost 10-15% at 4K tokens depending on where the
 //! heap happened to put separately allocated buffers. In an AddressSanitizer build each
 //! buffer is followed by a poisoned 64-byte red zone, so an overrun into the next buffer
 //! is still reported. Copies get a fresh arena of the same shape (scratch contents are
@@ -74,15 +74,15 @@ class attention_workspace {
     qf_ = qf;
     af_ = af;
     const std::size_t GD = static_cast<std::size_t>(G_) * static_cast<std::size_t>(D_);
-    sizes_ = {qf + 16,                                         // qbuf
-              af + 16,                                         // acc
-              static_cast<std::size_t>(G_) * span + 16,       // scores
-              static_cast<std::size_t>(G_) * span + 16,       // weights
-              8u * span + 16,                                  // tmp
-              GD,                                              // raw
-              GD,                                              // outbuf
-              static_cast<std::size_t>(G_) * static_cast<std::size_t>(window_) + 16,  // wscores (padded for exp_shift_sum)
-              static_cast<std::size_t>(D_)};                   // row: one fp16 window row in float
+    sizes_ = {qf + 16,                                                                // qbuf
+              af + 16,                                                                // acc
+              static_cast<std::size_t>(G_) * span + 16,                               // scores
+              static_cast<std::size_t>(G_) * span + 16,                               // weights
+              8u * span + 16,                                                         // tmp
+              GD,                                                                     // raw
+              GD,                                                                     // outbuf
+              static_cast<std::size_t>(G_) * static_cast<std::size_t>(window_) + 16,  // wscores (exp_shift_sum's pad)
+              static_cast<std::size_t>(D_)};                                          // row: one window row in float
     std::size_t total = 0;
     for (std::size_t k = 0; k < buffers; ++k) total = place(total, k) + sizes_[k] + redzone;
     arena_.assign(total + 16, 0.0f);  // + room to align the base to 64 bytes
