@@ -5,6 +5,7 @@
 
 #include <bgtq/attention/decode.hpp>
 #include <bgtq/core/rng.hpp>
+#include <bgtq/core/simd.hpp>
 
 #include <cmath>
 #include <cstring>
@@ -15,11 +16,10 @@
 using namespace bgtq_test;
 
 namespace {
-[[maybe_unused]] float lanes_tree_sum(const float* a) {  // the order of the AVX2 / AVX-512 hsum
-  float t[8], u[4];
-  for (int i = 0; i < 8; ++i) t[i] = a[i] + a[i + 8];
-  for (int i = 0; i < 4; ++i) u[i] = t[i] + t[i + 4];
-  return (u[0] + u[2]) + (u[1] + u[3]);
+[[maybe_unused]] float lanes_tree_sum(const float* a) {  // the AVX2 / AVX-512 hsum order: core/simd.hpp's canonical tree
+  float s[16];
+  std::memcpy(s, a, sizeof s);
+  return bgtq::detail::tree_reduce16(s);
 }
 }  // namespace
 

@@ -231,11 +231,10 @@ int bench_attention(cli::args& a) {
     w.key("sink").value(sink).key("recent").value(recent);
     w.key("results").begin_array();
     for (const auto& e : rows) {
-      const double gb = e.gb;
       w.begin_object().key("method").value(e.method).key("kv").value(e.kv).key("tokens").value(e.tokens);
       w.key("ms_per_step").value(e.ms).key("ratio_to_fp16").value(e.ratio);
-      w.key("bytes_per_token_per_head").value(e.bytes_per_token).key("gbps").value(gb / (e.ms * 1e-3));
-      w.key("ratio_to_copy").value(gb / (e.ms * 1e-3) / copy).end_object();
+      w.key("bytes_per_token_per_head").value(e.bytes_per_token).key("gbps").value(e.gb / (e.ms * 1e-3));
+      w.key("ratio_to_copy").value(e.gb / (e.ms * 1e-3) / copy).end_object();
     }
     w.end_array().end_object();
     std::cout << "\n";

@@ -63,36 +63,22 @@ class attention_workspace {
     G_ = cfg.q_heads / cfg.kv_heads;
     D_ = cfg.head_dim;
     P_ = cfg.page_tokens;
-    std::size_t qf = 0, af = 0;
     for (int l = 0; l < cfg.layers; ++l)
       for (int h = 0; h < cfg.kv_heads; ++h) {
-        qf = std::max(qf, Cache::key_codec::query_floats(c.key(l, h), G_));
-        af = std::max(af, Cache::value_codec::acc_floats(c.value(l, h), G_));
+        qf_ = std::max(qf_, Cache::key_codec::query_floats(c.key(l, h), G_));
+        af_ = std::max(af_, Cache::value_codec::acc_floats(c.value(l, h), G_));
       }
     window_ = cfg.sink + cfg.recent + Cache::block_tokens;
-    const std::size_t span = static_cast<std::size_t>(span_pages) * static_cast<std::size_t>(P_);
-    qf_ = qf;
-    af_ = af;
-    const std::size_t GD = static_cast<std::size_t>(G_) * static_cast<std::size_t>(D_);
-    sizes_ = {qf + 16,                                                                // qbuf
-              af + 16,                                                                // acc
-              static_cast<std::size_t>(G_) * span + 16,                               // scores
-              static_cast<std::size_t>(G_) * span + 16,                               // weights
-              8u * span + 16,                                                         // tmp
-              GD,                                                                     // raw
-              GD,                                                                     // outbuf
-              static_cast<std::size_t>(G_) * static_cast<std::size_t>(window_) + 16,  // wscores (exp_shift_sum's pad)
-              static_cast<std::size_t>(D_)};                                          // row: one window row in float
+    const auto n = sizes();
     std::size_t total = 0;
-    for (std::size_t k = 0; k < buffers; ++k) total = place(total, k) + sizes_[k] + redzone;
+    for (std::size_t k = 0; k < buffers; ++k) total = place(total, k) + n[k] + redzone;
     arena_.assign(total + 16, 0.0f);  // + room to align the base to 64 bytes
     bind();
     poison(true);
     state.assign(static_cast<std::size_t>(G_), softmax_state{-INFINITY, 0.0f});
   }
   attention_workspace(const attention_workspace& o)
-      : state(o.state), arena_(o.arena_.size(), 0.0f), sizes_(o.sizes_), G_(o.G_), D_(o.D_), P_(o.P_), window_(o.window_), qf_(o.qf_),
-        af_(o.af_) {
+      : state(o.state), arena_(o.arena_.size(), 0.0f), G_(o.G_), D_(o.D_), P_(o.P_), window_(o.window_), qf_(o.qf_), af_(o.af_) {
     bind();
     poison(true);
   }
@@ -107,7 +93,6 @@ class attention_workspace {
     poison(false);
     state = std::move(o.state);
     arena_ = std::move(o.arena_);  // the heap block moves: the spans stay valid
-    sizes_ = o.sizes_;
     G_ = o.G_, D_ = o.D_, P_ = o.P_, window_ = o.window_;
     qf_ = o.qf_, af_ = o.af_;
     bind();
@@ -155,19 +140,35 @@ class attention_workspace {
     o += (want + page_floats - o % page_floats) % page_floats;
     return o;
   }
+  //! Floats of each buffer, in arena order (from the shape: nothing else to keep in step).
+  std::array<std::size_t, buffers> sizes() const noexcept {
+    const std::size_t span = static_cast<std::size_t>(span_pages) * static_cast<std::size_t>(P_);
+    const std::size_t G = static_cast<std::size_t>(G_), GD = G * static_cast<std::size_t>(D_);
+    return {qf_ + 16,                                        // qbuf
+            af_ + 16,                                        // acc
+            G * span + 16,                                   // scores
+            G * span + 16,                                   // weights
+            8u * span + 16,                                  // tmp
+            GD,                                              // raw
+            GD,                                              // outbuf
+            G * static_cast<std::size_t>(window_) + 16,      // wscores (exp_shift_sum's pad)
+            static_cast<std::size_t>(D_)};                   // row: one window row in float
+  }
+  std::array<scratch_span*, buffers> spans() noexcept { return {&qbuf, &acc, &scores, &weights, &tmp, &raw, &outbuf, &wscores, &row}; }
   void bind() noexcept {
-    scratch_span* s[buffers] = {&qbuf, &acc, &scores, &weights, &tmp, &raw, &outbuf, &wscores, &row};
+    const auto s = spans();
     if (arena_.empty()) {
       for (auto* b : s) *b = scratch_span{};
       return;
     }
+    const auto n = sizes();
     const std::uintptr_t a = reinterpret_cast<std::uintptr_t>(arena_.data());
     float* base = arena_.data() + ((64u - a % 64u) % 64u) / sizeof(float);
     std::size_t at = 0;
     for (std::size_t k = 0; k < buffers; ++k) {
       at = place(at, k);
-      *s[k] = scratch_span{base + at, sizes_[k]};
-      at += sizes_[k] + redzone;
+      *s[k] = scratch_span{base + at, n[k]};
+      at += n[k] + redzone;
     }
   }
   //! ASan: poisons (or unpoisons) everything in the arena outside the buffers.
@@ -176,9 +177,8 @@ class attention_workspace {
     if (arena_.empty()) return;
     ASAN_UNPOISON_MEMORY_REGION(arena_.data(), arena_.size() * sizeof(float));
     if (!on) return;
-    const scratch_span* s[buffers] = {&qbuf, &acc, &scores, &weights, &tmp, &raw, &outbuf, &wscores, &row};
     const float* at = arena_.data();
-    for (const scratch_span* b : s) {
+    for (const scratch_span* b : spans()) {
       if (b->begin() > at) ASAN_POISON_MEMORY_REGION(at, static_cast<std::size_t>(b->begin() - at) * sizeof(float));
       at = b->end();
     }
@@ -190,7 +190,6 @@ class attention_workspace {
   }
 
   std::vector<float> arena_;
-  std::array<std::size_t, buffers> sizes_{};
   int G_ = 0, D_ = 0, P_ = 0, window_ = 0;
   std::size_t qf_ = 0, af_ = 0;  //!< query and accumulator floats the buffers hold (without the pad)
 };
@@ -252,11 +251,26 @@ inline void prefetch_lines(const void* p, std::size_t bytes) {
 #endif
 }
 
+//! One online-softmax step of query head g: folds `mx` into its running max
+//! (lazy_update) and, when the max moved, rescales g's value accumulators, the codec's
+//! (`acc_per_head` floats) and the fp16 window's (`raw`, D floats). Used by the page spans
+//! and by the window, which share one softmax.
+inline softmax_state& raise_max(attention_workspace& ws, int g, float mx, std::size_t acc_per_head, int D) {
+  softmax_state& st = ws.state[static_cast<std::size_t>(g)];
+  const float f = lazy_update(st, mx);
+  if (f != 1.0f) {
+    float* a = ws.acc.data() + acc_per_head * static_cast<std::size_t>(g);
+    for (std::size_t i = 0; i < acc_per_head; ++i) a[i] *= f;
+    float* r = ws.raw.data() + static_cast<std::size_t>(g) * static_cast<std::size_t>(D);
+    for (int j = 0; j < D; ++j) r[j] *= f;
+  }
+  return st;
+}
+
 //! The fp16 window part of attend_head (sink tokens then the recent tail): its scores
 //! join the same online softmax. Token-major rows: each row is widened to float once
-//! (16 lanes at a time) and used by all G query heads. Out of line: inlined, it changed
-//! the register allocation of the page loop (Block-GTQ K3V3 at 4K: 11% slower without
-//! any window).
+//! (16 lanes at a time) and used by all G query heads. Kept out of line, like the
+//! width-specialised page kernels, so the page loop's code does not depend on it.
 template <class Cache>
 BGTQ_NOINLINE void attend_window(const Cache& cache, int layer, int seq, int h, const float* qh, attention_workspace& ws,
                                  float sc, std::size_t accn) {
@@ -277,13 +291,7 @@ BGTQ_NOINLINE void attend_window(const Cache& cache, int layer, int seq, int h, 
     float* sg = ws.wscores.data() + static_cast<std::size_t>(g) * W;
     float mx = -INFINITY;
     for (std::size_t i = 0; i < W; ++i) mx = std::max(mx, sg[i]);
-    softmax_state& st = ws.state[static_cast<std::size_t>(g)];
-    const float f = lazy_update(st, mx);
-    if (f != 1.0f) {
-      float* a = ws.acc.data() + (accn / G) * static_cast<std::size_t>(g);
-      for (std::size_t i = 0; i < accn / G; ++i) a[i] *= f;
-      for (int j = 0; j < D; ++j) ws.raw[static_cast<std::size_t>(g) * D + j] *= f;
-    }
+    softmax_state& st = raise_max(ws, g, mx, accn / G, D);
     st.l += detail::exp_shift_sum(sg, W, st.m);  // sg[i] <- exp(sg[i] - m)
   }
   for (std::int64_t i = 0; i < nwin; ++i) {
@@ -348,13 +356,7 @@ void attend_head(const Cache& cache, int layer, int seq, const typename Cache::s
           mx = simd::max(mx, v);
         }
       }
-      softmax_state& st = ws.state[static_cast<std::size_t>(g)];
-      const float f = lazy_update(st, simd::hmax(mx));
-      if (f != 1.0f) {
-        float* a = ws.acc.data() + (accn / G) * static_cast<std::size_t>(g);
-        for (std::size_t i = 0; i < accn / G; ++i) a[i] *= f;
-        for (int j = 0; j < D; ++j) ws.raw[static_cast<std::size_t>(g) * D + j] *= f;
-      }
+      softmax_state& st = raise_max(ws, g, simd::hmax(mx), accn / G, D);
       const simd::vf16 mv = simd::set1(st.m);
       simd::vf16 lsum = simd::zero();
       for (int k = 0; k < np; ++k) {

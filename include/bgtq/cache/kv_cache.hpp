@@ -353,9 +353,8 @@ class kv_cache {
   window_rows window(int seq, int layer, int h) const {
     const seq_state& s = live_seq(seq);
     const std::size_t l = checked_layer(layer);
-    (void)head_index(layer, h);  // throws for a bad KV head
+    const std::size_t lh = head_index(layer, h);  // throws for a bad KV head
     const std::size_t D = static_cast<std::size_t>(cfg_.head_dim);
-    const std::size_t lh = l * static_cast<std::size_t>(cfg_.kv_heads) + static_cast<std::size_t>(h);
     window_rows w;
     w.sink = sink_len(s.length[l]);
     w.tail = s.length[l] - w.sink - s.quantized[l];

@@ -35,9 +35,10 @@ BGTQ_FORCEINLINE vf16 sub(vf16 a, vf16 b) { return {_mm512_sub_ps(a.v, b.v)}; }
 BGTQ_FORCEINLINE vf16 mul(vf16 a, vf16 b) { return {_mm512_mul_ps(a.v, b.v)}; }
 BGTQ_FORCEINLINE vf16 fma(vf16 a, vf16 b, vf16 c) { return {_mm512_fmadd_ps(a.v, b.v, c.v)}; }
 BGTQ_FORCEINLINE vf16 max(vf16 a, vf16 b) { return {_mm512_max_ps(a.v, b.v)}; }
-// Horizontal reductions in the order of GCC's _mm512_reduce_{add,max}_ps and of the AVX2
-// path (256-bit halves, then 128-bit halves, then lanes {0,1}+{2,3}, then 0+1): bit-identical
-// sums; maxima identical except which of +0 / -0 a tie returns (immaterial to softmax).
+// Horizontal reductions in the order of GCC's _mm512_reduce_{add,max}_ps, of the AVX2
+// path and of core/simd.hpp's canonical tree_reduce16 (256-bit halves, then 128-bit
+// halves, then lanes {0,1}+{2,3}, then 0+1): bit-identical sums; maxima identical except
+// which of +0 / -0 a tie returns (immaterial to softmax).
 // Written with the zero-masked shuffle/extract forms (all lanes kept; the same
 // instructions are emitted): GCC 12 warns "__Y is used uninitialized", a false positive
 // from _mm512_undefined_ps, wherever the unmasked forms or _mm512_reduce_* are inlined.
@@ -269,9 +270,10 @@ BGTQ_FORCEINLINE vf16 to_float(vi16 a) {
 
 #endif
 
-//! exp(x) for x <= ~88, within 3 ulp of exp (2.7 ulp worst measured on AVX2/AVX-512, 3.0 scalar, over [-87, 88]), 0 for x < -87.3 (underflow), used for
-//! softmax weights. Cody-Waite range reduction x = n ln2 + r, a degree-6 polynomial in
-//! r, and 2^n built in the exponent bits. One definition per ISA, same arithmetic.
+//! exp(x) for x <= ~88, within 3 ulp of exp (worst measured over [-87, 88]: 2.7 ulp on
+//! AVX2/AVX-512, 3.0 scalar), 0 for x < -87.3 (underflow), used for softmax weights.
+//! Cody-Waite range reduction x = n ln2 + r, a degree-6 polynomial in r, and 2^n built in
+//! the exponent bits. One definition per ISA, same arithmetic.
 #if defined(BGTQ_SIMD_AVX512)
 BGTQ_FORCEINLINE vf16 exp(vf16 x) {
   const __m512 lo = _mm512_set1_ps(-87.3f);
