@@ -16,7 +16,7 @@
 using namespace bgtq_test;
 
 namespace {
-[[maybe_unused]] float lanes_tree_sum(const float* a) {  // the AVX2 / AVX-512 hsum order: core/simd.hpp's canonical tree
+float lanes_tree_sum(const float* a) {  // the hsum order of every ISA path: core/simd.hpp's canonical tree
   float s[16];
   std::memcpy(s, a, sizeof s);
   return bgtq::detail::tree_reduce16(s);
@@ -25,6 +25,7 @@ namespace {
 
 TEST_CASE("hsum and hmax reduce all 16 lanes", "[attention][simd]") {
   bgtq::counter_rng r(41);
+  int differs_from_seq = 0;  // inputs where the order shows, so the order check can fail
   for (int rep = 0; rep < 200; ++rep) {
     float a[16];
     for (float& x : a) x = static_cast<float>(r.normal()) * (rep % 7 == 0 ? 1e6f : 1.0f);
@@ -37,18 +38,16 @@ TEST_CASE("hsum and hmax reduce all 16 lanes", "[attention][simd]") {
       seq += x;
     }
     REQUIRE(bgtq::simd::hmax(v) == mx);
-#if defined(BGTQ_SIMD_AVX512) || defined(BGTQ_SIMD_AVX2)
-    // bit-identical to the documented tree order (the same on both ISAs)
+    // bit-identical to the documented tree order (the same on every ISA path)
     REQUIRE(bgtq::simd::hsum(v) == lanes_tree_sum(a));
-#else
-    REQUIRE(bgtq::simd::hsum(v) == seq);
-#endif
+    if (bgtq::simd::hsum(v) != seq) ++differs_from_seq;
     double exact = 0;
     for (float x : a) exact += x;
     double mag = 0;
     for (float x : a) mag += std::fabs(x);
     REQUIRE(std::fabs(bgtq::simd::hsum(v) - exact) <= 16 * 6e-8 * mag);
   }
+  REQUIRE(differs_from_seq > 20);
 }
 
 TEST_CASE("window row kernels match scalar loops at awkward head dims", "[attention][simd]") {
