@@ -457,6 +457,10 @@ __global__ void __launch_bounds__(decode_threads) merge_kernel(const decode_kpar
     float mw = s_red[0];
 #pragma unroll
     for (int w = 1; w < NW; ++w) mw = fmaxf(mw, s_red[w]);
+    // every window score -inf (a score that overflowed): shift by 0, so the weights are
+    // exp(-inf) = 0 instead of exp(-inf + inf) = NaN; lw = 0 then makes the merge keep the
+    // pages' state, as the CPU's lazy update does
+    if (mw == -__builtin_inff()) mw = 0.0f;
     float lp = 0.0f;
     for (int i = tid; i < nwin; i += decode_threads) {
       const float e = expf(s_ws[i] - mw);
@@ -489,7 +493,7 @@ __global__ void __launch_bounds__(decode_threads) merge_kernel(const decode_kpar
       if (tid < p.D) w0 += s_wv[w * p.D + tid];
       if (tid + decode_threads < p.D) w1 += s_wv[w * p.D + tid + decode_threads];
     }
-    merge(st, softmax_state{mw, lw}, fa, fb);
+    merge(st, softmax_state{lw > 0.0f ? mw : -__builtin_inff(), lw}, fa, fb);
   } else {
     __syncthreads();  // the rotation back wrote s_x
   }

@@ -169,6 +169,8 @@ int run_checks(path_mode mode, bool small) {
     reps.push_back(gpu_check_decode(s, mixed, {1000, 97, 5000}, bc::dtype::bf16, 64, 30));
     reps.push_back(gpu_check_decode(decode_shape(64, 2, 8, 2, 8, {300, 1, 97}), mixed, {300, 1, 97}, bc::dtype::f16, 0, 31,
                                     1e-4, 5));
+    reps.push_back(gpu_check_decode(decode_shape(64, 2, 8, 4, 16, {300, 97, 23}), mixed, {300, 97, 23}, bc::dtype::f32, 0, 32,
+                                    1e-4, 0, bc::decode_path::cuda_cores, true));  // every window score -inf
     reps.push_back(gpu_check_energy(8, 2, 64, bgtq::rope_pairing::interleaved, 1000, bc::dtype::f32, 300, 40));
     reps.push_back(gpu_check_energy(32, 8, 128, bgtq::rope_pairing::half, 517, bc::dtype::f16, 4096, 41));
   }

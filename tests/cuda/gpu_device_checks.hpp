@@ -227,9 +227,13 @@ inline check_report gpu_check_encode(shape s, const method& m, const std::vector
 //! (sequence, query head) pairs get one NaN, +Inf or -Inf query element on the device;
 //! their outputs must be all NaN, the others must still match the CPU (computed from
 //! the finite queries), and a.nonfinite must count them on each run.
+//! `inf_window` (needs a window): every window key row gets -Inf in dim 0 and every
+//! query a positive dim 0, so every window score is -Inf (as an overflowed score would
+//! be); the output must then be finite and bit-identical to the same launch without
+//! the window (the CPU cache cannot hold such rows, so the device is its own reference).
 inline check_report gpu_check_decode(const shape& s, const method& m, const std::vector<int>& lengths, cuda::dtype q_type,
                                      int splits, std::uint64_t seed, double tol = 1e-4, int nonfinite = 0,
-                                     cuda::decode_path path = cuda::decode_path::cuda_cores) {
+                                     cuda::decode_path path = cuda::decode_path::cuda_cores, bool inf_window = false) {
   check_report rep;
   char head[256];
   std::snprintf(head, sizeof head, "decode%s %s D=%d Hkv=%d G=%d P=%d B=%zu window=%d+%d q=%s splits=%d",
@@ -240,6 +244,10 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
   const filled_cache f = fill_cache(c, lengths, seed + 1, cuda::dtype::f32, m.value_scale);
   const int B = static_cast<int>(lengths.size());
   std::vector<float> q = normal_floats(static_cast<std::size_t>(B) * s.q_heads * s.head_dim, seed + 2, 0, 0.8f);
+  if (inf_window) {
+    rep.what += " window scores -inf";
+    for (std::size_t i = 0; i < q.size(); i += static_cast<std::size_t>(s.head_dim)) q[i] = std::fabs(q[i]) + 0.25f;
+  }
   std::vector<std::uint16_t> qbits;
   round_to(q, q_type, &qbits);
   std::vector<float> want(q.size()), got(q.size()), got2(q.size());
@@ -264,9 +272,19 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
   cuda::device_cache dev;
   BGTQ_CHECK_ERRC(cuda::device_cache::create(cuda::describe(c), dev));
   BGTQ_CHECK_ERRC(cuda::upload_all_pages(c, dev));
-  const cuda::batch_tables bt = cuda::gather_batch(c, 0, f.seqs);
+  cuda::batch_tables bt = cuda::gather_batch(c, 0, f.seqs);
   bool any_window = false;
   for (int w : bt.window_len) any_window = any_window || w > 0;
+  if (inf_window) {
+    if (!any_window) {
+      rep.what += " | inf_window needs a shape with a window";
+      return rep;
+    }
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < s.kv_heads; ++h)
+        for (int row = 0; row < bt.window_len[static_cast<std::size_t>(b)]; ++row)
+          bt.window_k[((static_cast<std::size_t>(b) * s.kv_heads + h) * bt.window_cap + row) * s.head_dim] = 0xFC00;  // -Inf
+  }
   dev_buf dq, dout, dpt, dqn, dwl, dwk, dwv, dws, dnf;
   if (q_type == cuda::dtype::f32)
     BGTQ_CHECK_CUDA(upload_vec(dq, q));
@@ -312,6 +330,17 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
   bool tc_run = !tc_want;  // (the opposite of what must come back)
   a.splits_used = &splits_run;
   a.tensor_cores_used = &tc_run;
+  if (inf_window) {  // the reference: the same launch without the window
+    cuda::decode_args nw = a;
+    nw.window_k = nw.window_v = nullptr;
+    nw.window_len = nullptr;
+    nw.window_cap = 0;
+    BGTQ_CHECK_CUDA(cudaMemset(dout.p, 0xFF, dout.bytes));
+    BGTQ_CHECK_CUDA(cudaMemset(dws.p, 0xFF, dws.bytes));
+    BGTQ_CHECK_ERRC(dev.decode_attention(nw));
+    BGTQ_CHECK_CUDA(cudaDeviceSynchronize());
+    BGTQ_CHECK_CUDA(cudaMemcpy(want.data(), dout.p, dout.bytes, cudaMemcpyDeviceToHost));
+  }
   for (int run = 0; run < 2; ++run) {
     BGTQ_CHECK_CUDA(cudaMemset(dout.p, 0xFF, dout.bytes));
     BGTQ_CHECK_CUDA(cudaMemset(dws.p, 0xFF, dws.bytes));
@@ -343,7 +372,17 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
       }
       got[i] = got2[i] = want[i];  // the rest of the comparison is over the finite heads
     }
-  rep.value = rel_max_error(got, want);
+  if (inf_window) {
+    for (float x : got)
+      if (!std::isfinite(x)) {
+        rep.what += " | a non-finite output";
+        return rep;
+      }
+    tol = 0.0;  // bit-identical to the launch without the window
+    rep.value = std::memcmp(got.data(), want.data(), got.size() * 4) == 0 ? 0.0 : 1.0;
+  } else {
+    rep.value = rel_max_error(got, want);
+  }
   char tail[160];
   std::snprintf(tail, sizeof tail, " (%d split(s)): rel err %.3g (tol %.1g)%s", splits_run, rep.value, tol,
                 std::memcmp(got.data(), got2.data(), got.size() * 4) == 0 ? "" : ", NOT deterministic");

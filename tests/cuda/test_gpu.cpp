@@ -176,6 +176,17 @@ TEST_CASE("decode_attention: a NaN or Inf query element gives NaN outputs for it
     }
 }
 
+TEST_CASE("decode_attention: a window whose every score is -inf leaves the pages' result, finite", "[gpu][decode][mma]") {
+  require_device();
+  const std::vector<int> lengths{300, 97, 23};  // 23: a sequence that is all window but 3 tokens
+  const shape s = decode_shape(64, 2, 8, 4, 16, lengths);
+  for (bc::decode_path path : {bc::decode_path::cuda_cores, bc::decode_path::tensor_cores}) {
+    const check_report r = gpu_check_decode(s, mixed_method(), lengths, bc::dtype::f32, 0, 760, 1e-4, 0, path, true);
+    INFO(r.what);
+    REQUIRE(r.ok);
+  }
+}
+
 TEST_CASE("device energy sums equal the CPU's double sums", "[gpu][energy]") {
   require_device();
   const check_report a = gpu_check_energy(8, 2, 64, bgtq::rope_pairing::interleaved, 1000, bc::dtype::f32, 300, 800);
