@@ -1,5 +1,5 @@
 # CLI contract of `bgtq bench encode|attention` on tiny shapes: JSON with the copy
-# bandwidth measured in the same run and one row per configuration asked for (the
+# bandwidth (and, for attention, the multiply-add rate) measured in the same run and one row per configuration asked for (the
 # --methods / --kv-bits filters keep fp16, the ratio's baseline), positive timings, and
 # exit 2 with a message for bad usage. Timings themselves are not asserted.
 include(${CMAKE_CURRENT_LIST_DIR}/common.cmake)
@@ -11,6 +11,10 @@ bgtq_expect_rc("${rc}" 0 "bench attention" "${err}")
 string(JSON copy GET "${out}" copy_gbps)
 if(NOT copy GREATER 0)
   message(FATAL_ERROR "bench attention: copy_gbps ${copy}")
+endif()
+string(JSON fma GET "${out}" fma_gmacs)
+if(NOT fma GREATER 0.1)  # G multiply-adds per second: even a scalar loop does far more
+  message(FATAL_ERROR "bench attention: fma_gmacs ${fma}")
 endif()
 string(JSON n LENGTH "${out}" results)
 if(NOT n EQUAL 6)  # 2 token counts x (fp16, tq k2v2, bgtq k2v2)
@@ -25,8 +29,14 @@ foreach(i RANGE ${last})
   string(JSON ms GET "${out}" results ${i} ms_per_step)
   string(JSON ratio GET "${out}" results ${i} ratio_to_fp16)
   string(JSON bytes GET "${out}" results ${i} bytes_per_token_per_head)
+  string(JSON xfma GET "${out}" results ${i} ratio_to_fma_floor)
   if(NOT ms GREATER 0 OR NOT ratio GREATER 0 OR NOT bytes GREATER 0)
     message(FATAL_ERROR "bench attention row ${i}: ms ${ms}, ratio ${ratio}, bytes ${bytes}")
+  endif()
+  # time of the step's 2*Hq*D multiply-adds per token at the measured rate / the step's time:
+  # a fraction of the floor (no kernel beats it; 2 leaves room for clock changes between the two)
+  if(NOT xfma GREATER 0 OR NOT xfma LESS 2)
+    message(FATAL_ERROR "bench attention row ${i}: ratio_to_fma_floor ${xfma}")
   endif()
   list(APPEND seen "${method}/${kv}/${tokens}")
 endforeach()
@@ -53,7 +63,7 @@ bgtq_expect_rc("${rc}" 2 "bench attention --recent -1" "${err}")
 # one method, text table
 bgtq_run(out err rc bench attention --tokens 64 --methods bgtq --kv-bits 4 ${shape})
 bgtq_expect_rc("${rc}" 0 "bench attention text" "${err}")
-bgtq_expect_match("${out}" "memory copy: [0-9.]+ GB/s \\(same run\\)" "bench attention text")
+bgtq_expect_match("${out}" "memory copy: [0-9.]+ GB/s; multiply-adds: [0-9.]+ G/s per thread \\(same run\\)" "bench attention text")
 bgtq_expect_match("${out}" "\nbgtq +k4v4 +64 " "bench attention text")
 if(out MATCHES "\ntq ")
   message(FATAL_ERROR "bench attention --methods bgtq printed a tq row: ${out}")

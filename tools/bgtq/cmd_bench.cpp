@@ -186,8 +186,11 @@ int bench_attention(cli::args& a) {
   };
   std::vector<row> rows;
   const rope_layout rope(D, rope_pairing::half);
-  cli::progress("[bench attention] copy bandwidth ...");
+  cli::progress("[bench attention] copy bandwidth and multiply-add rate ...");
   const double copy = bench::copy_bandwidth_gbps();
+  const double fma = bench::fma_rate_gmacs();  // one thread; the floor assumes `threads` times it
+  // what one step must compute: 2 * Hq * D multiply-adds per token (scores and values)
+  auto fma_floor_ms = [&](int T) { return 2.0 * T * Hq * D / (fma * 1e9 * threads) * 1e3; };
   for (const int T : token_counts) {
     cache_config cfg;
     cfg.layers = 1;
@@ -226,7 +229,7 @@ int bench_attention(cli::args& a) {
   }
   if (json) {
     json_writer w(std::cout);
-    w.begin_object().key("copy_gbps").value(copy).key("simd").value(simd_path()).key("threads").value(threads);
+    w.begin_object().key("copy_gbps").value(copy).key("fma_gmacs").value(fma).key("simd").value(simd_path()).key("threads").value(threads);
     w.key("dim").value(D).key("q_heads").value(Hq).key("kv_heads").value(Hkv);
     w.key("sink").value(sink).key("recent").value(recent);
     w.key("results").begin_array();
@@ -234,20 +237,22 @@ int bench_attention(cli::args& a) {
       w.begin_object().key("method").value(e.method).key("kv").value(e.kv).key("tokens").value(e.tokens);
       w.key("ms_per_step").value(e.ms).key("ratio_to_fp16").value(e.ratio);
       w.key("bytes_per_token_per_head").value(e.bytes_per_token).key("gbps").value(e.gb / (e.ms * 1e-3));
-      w.key("ratio_to_copy").value(e.gb / (e.ms * 1e-3) / copy).end_object();
+      w.key("ratio_to_copy").value(e.gb / (e.ms * 1e-3) / copy);
+      w.key("ratio_to_fma_floor").value(fma_floor_ms(e.tokens) / e.ms).end_object();
     }
     w.end_array().end_object();
     std::cout << "\n";
   } else {
     std::printf("decode attention, one query token, D=%d Hq=%d Hkv=%d, fp16 window sink=%d recent=%d, %d thread(s), %s\n", D, Hq,
                 Hkv, sink, recent, threads, simd_path());
-    std::printf("memory copy: %.2f GB/s (same run)\n\n", copy);
-    std::printf("%-6s %-7s %8s %10s %10s %8s %8s %12s\n", "method", "kv", "tokens", "ms/step", "B/tok/hd", "GB/s", "x copy",
-                "x fp16 speed");
+    std::printf("memory copy: %.2f GB/s; multiply-adds: %.1f G/s per thread (same run)\n", copy, fma);
+    std::printf("x copy = bytes read / copy bandwidth; x fma = the 2*Hq*D multiply-adds per token at that rate, / time\n\n");
+    std::printf("%-6s %-7s %8s %10s %10s %8s %8s %8s %12s\n", "method", "kv", "tokens", "ms/step", "B/tok/hd", "GB/s", "x copy",
+                "x fma", "x fp16 speed");
     for (const auto& e : rows) {
       const double gbps = e.gb / (e.ms * 1e-3);
-      std::printf("%-6s %-7s %8d %10.3f %10.1f %8.2f %8.2f %12.2f\n", e.method.c_str(), e.kv.c_str(), e.tokens, e.ms,
-                  e.bytes_per_token, gbps, gbps / copy, e.ratio);
+      std::printf("%-6s %-7s %8d %10.3f %10.1f %8.2f %8.2f %8.2f %12.2f\n", e.method.c_str(), e.kv.c_str(), e.tokens, e.ms,
+                  e.bytes_per_token, gbps, gbps / copy, fma_floor_ms(e.tokens) / e.ms, e.ratio);
     }
   }
   return 0;
@@ -264,7 +269,7 @@ int run(cli::args& a) {
   throw cli::usage_error("unknown benchmark '" + what + "' (expected encode or attention)");
 }
 
-cli::registrar reg{{"bench", "throughput of encode/decode and decode attention next to the copy bandwidth",
+cli::registrar reg{{"bench", "throughput of encode/decode and decode attention next to the copy bandwidth (and the multiply-add rate)",
                     "encode|attention [--json] [encode: --dim N --bits 2,3,4 --rotations LIST --mb M --reps R] "
                     "[attention: --tokens LIST --methods tq,bgtq --kv-bits 3,2 --dim D --q-heads H --kv-heads H --sink N --recent N "
                     "--reps R --threads N]",

@@ -1,13 +1,15 @@
 #pragma once
 //! @file bench/timing.hpp
-//! Helpers for the CLI's benchmarks: a monotonic timer, medians, and the memory-copy
-//! bandwidth floor measured in the same run.
+//! Helpers for the CLI's benchmarks: a monotonic timer, medians, and the two floors
+//! measured in the same run: memory-copy bandwidth and vector multiply-add throughput.
 
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstring>
 #include <vector>
+
+#include "../core/vec16.hpp"
 
 namespace bgtq::bench {
 
@@ -43,6 +45,35 @@ inline double copy_bandwidth_gbps(std::size_t bytes = std::size_t{256} << 20, in
     do_not_optimize(b[static_cast<std::size_t>(r) * 4096 % bytes]);
   }
   return static_cast<double>(bytes) / median(t) * 1e-9;
+}
+
+//! Single-thread multiply-add throughput of the build's 16-lane vector (simd::vf16:
+//! one zmm, two ymm or a scalar loop, as the attention kernels are compiled), in
+//! 1e9 lane multiply-adds per second: the compute floor of decode attention, which
+//! needs 2 * Hq * D of them per cached token (scores and values) however it decodes.
+//! Median of `reps` timings of `iters` rounds over independent accumulator chains
+//! (12 zmm or 6 x 2 ymm: more than FMA latency x FMA pipes on current x86 cores).
+inline double fma_rate_gmacs(long iters = 2'000'000, int reps = 7) {
+#if defined(BGTQ_SIMD_AVX512)
+  constexpr int K = 12;
+#else
+  constexpr int K = 6;
+#endif
+  const simd::vf16 a = simd::set1(0.5f), b = simd::set1(1.0f);  // x -> x/2 + 1: stays near 2, no denormals
+  std::vector<double> t;
+  float keep = 0.0f;
+  for (int r = 0; r < reps; ++r) {
+    simd::vf16 acc[K];
+    for (int i = 0; i < K; ++i) acc[i] = simd::set1(static_cast<float>(i + r));
+    const double t0 = now_s();
+    for (long n = 0; n < iters; ++n)
+      for (int i = 0; i < K; ++i) acc[i] = simd::fma(acc[i], a, b);
+    for (int i = 1; i < K; ++i) acc[0] = simd::add(acc[0], acc[i]);
+    keep += simd::hsum(acc[0]);
+    t.push_back(now_s() - t0);
+  }
+  do_not_optimize(keep);
+  return static_cast<double>(K) * 16.0 * static_cast<double>(iters) / median(t) * 1e-9;
 }
 
 }  // namespace bgtq::bench
