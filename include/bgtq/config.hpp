@@ -32,6 +32,17 @@
 #define BGTQ_NOINLINE
 #endif
 
+//! Full unrolling of the loops over register arrays (they must unroll for the arrays to
+//! live in registers: seen in score_group64, where GCC 12 otherwise stored all 16
+//! accumulators to the stack on every coordinate). nvcc's front end does not know the
+//! GCC spelling: left out there.
+#define BGTQ_DETAIL_PRAGMA(x) _Pragma(#x)
+#if defined(__CUDACC__) || !(defined(__GNUC__) || defined(__clang__))
+#define BGTQ_DETAIL_UNROLL(n)
+#else
+#define BGTQ_DETAIL_UNROLL(n) BGTQ_DETAIL_PRAGMA(GCC unroll n)
+#endif
+
 //! 1 in an AddressSanitizer build (GCC's __SANITIZE_ADDRESS__, clang's feature test):
 //! the attention workspace then poisons red zones between its buffers.
 #if defined(__SANITIZE_ADDRESS__)

@@ -416,16 +416,20 @@ struct gtq_pages {
     const bool first = gi == 0;
     for (int t64 = 0; t64 < chunks * 16; t64 += 64) {
       simd::vf16 acc[4][GB];
+      BGTQ_DETAIL_UNROLL(4)
       for (int c = 0; c < 4; ++c)
+        BGTQ_DETAIL_UNROLL(4)
         for (int hh = 0; hh < GB; ++hh) acc[c][hh] = simd::zero();
       for (int j = 0; j < n; ++j) {
         const bit_plane_layout::codes64 bytes = bit_plane_layout::load64<B>(region, s.P, t64, j);
         simd::vf16 qv[GB];
+        BGTQ_DETAIL_UNROLL(4)
         for (int hh = 0; hh < GB; ++hh) qv[hh] = simd::set1(q[hh * n + j]);
         const simd::vf16 c0 = simd::lookup<B>(cent, bit_plane_layout::chunk16<B, 0>(bytes));
         const simd::vf16 c1 = simd::lookup<B>(cent, bit_plane_layout::chunk16<B, 1>(bytes));
         const simd::vf16 c2 = simd::lookup<B>(cent, bit_plane_layout::chunk16<B, 2>(bytes));
         const simd::vf16 c3 = simd::lookup<B>(cent, bit_plane_layout::chunk16<B, 3>(bytes));
+        BGTQ_DETAIL_UNROLL(4)
         for (int hh = 0; hh < GB; ++hh) {
           acc[0][hh] = simd::fma(c0, qv[hh], acc[0][hh]);
           acc[1][hh] = simd::fma(c1, qv[hh], acc[1][hh]);
@@ -433,9 +437,11 @@ struct gtq_pages {
           acc[3][hh] = simd::fma(c3, qv[hh], acc[3][hh]);
         }
       }
+      BGTQ_DETAIL_UNROLL(4)
       for (int c = 0; c < 4; ++c) {
         const std::size_t t0 = static_cast<std::size_t>(t64 + 16 * c);
         const simd::vf16 r = load_radii16(radii + t0 * rb, rb == 4);
+        BGTQ_DETAIL_UNROLL(4)
         for (int hh = 0; hh < GB; ++hh) {
           float* dst = scores + hh * P + t0;
           simd::store(dst, first ? simd::mul(acc[c][hh], r) : simd::fma(acc[c][hh], r, simd::load(dst)));

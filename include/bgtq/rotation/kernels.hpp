@@ -22,15 +22,6 @@
 #include <immintrin.h>
 #endif
 
-// Full unrolling of the register-array loops (they must unroll for the arrays to live
-// in registers). nvcc's front end does not know the GCC spelling: left out there.
-#define BGTQ_DETAIL_PRAGMA(x) _Pragma(#x)
-#if defined(__CUDACC__) || !(defined(__GNUC__) || defined(__clang__))
-#define BGTQ_DETAIL_UNROLL(n)
-#else
-#define BGTQ_DETAIL_UNROLL(n) BGTQ_DETAIL_PRAGMA(GCC unroll n)
-#endif
-
 namespace bgtq::detail {
 
 //! True if m is a power of two (m >= 1).
