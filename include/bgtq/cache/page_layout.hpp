@@ -79,14 +79,16 @@ struct bit_plane_layout {
   //! (t0 % 64 == 0). The B plane qwords are loaded into one register, vpermb groups
   //! byte g of every plane into qword g (plane k at byte 7-k), and gf2p8affineqb with
   //! the unit vectors transposes each 8x8 bit block: byte i of qword g gets bit i of
-  //! each plane, i.e. the code of token 8g+i.
-  template <int B>
+  //! each plane, i.e. the code of token 8g+i. Page64: the caller knows P == 64 (the
+  //! default page), so the planes are adjacent qwords and one masked load fetches them;
+  //! otherwise they are P/8 bytes apart and P == 64 is a run-time test (a gather if not).
+  template <int B, bool Page64 = false>
   BGTQ_FORCEINLINE static __m512i load64(const std::uint8_t* region, int P, int t0, int j) {
-    const std::size_t plane = static_cast<std::size_t>(P / 8);
+    const std::size_t plane = Page64 ? 8u : static_cast<std::size_t>(P / 8);
     const std::uint8_t* base = region + static_cast<std::size_t>(j) * B * plane + (t0 >> 3);
     const __mmask8 m = static_cast<__mmask8>((1u << B) - 1u);
     __m512i planes;
-    if (plane == 8) {
+    if (Page64 || plane == 8) {
       planes = _mm512_maskz_loadu_epi64(m, base);
     } else {
       const __m512i off = _mm512_mullo_epi64(_mm512_setr_epi64(0, 1, 2, 3, 4, 5, 6, 7), _mm512_set1_epi64(static_cast<long long>(plane)));
