@@ -143,9 +143,11 @@ struct bit_plane_layout {
     __m256i lo, hi;
   };
 
-  //! Codes of tokens [t0, t0+64) at coordinate j (t0 % 64 == 0).
-  template <int B>
+  //! Codes of tokens [t0, t0+64) at coordinate j (t0 % 64 == 0). Page64: the caller
+  //! knows P == 64 (the plane stride becomes a constant), as in the GFNI load64.
+  template <int B, bool Page64 = false>
   BGTQ_FORCEINLINE static codes64 load64(const std::uint8_t* region, int P, int t0, int j) {
+    if constexpr (Page64) P = 64;
     return {load32<B>(region, P, t0, j), load32<B>(region, P, t0 + 32, j)};
   }
 
