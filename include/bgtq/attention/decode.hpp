@@ -19,6 +19,7 @@
 #include <vector>
 
 #include "../cache/kv_cache.hpp"
+#include "../core/prefetch.hpp"
 #include "../core/thread_pool.hpp"
 #include "../core/vec16.hpp"
 #include "softmax.hpp"
@@ -240,17 +241,6 @@ inline float exp_shift_sum(float* s, std::size_t n, float m) {
   return simd::hsum(sum);
 }
 
-//! Read prefetch of the cache lines of [p, p + bytes) (a hint: no effect on results).
-inline void prefetch_lines(const void* p, std::size_t bytes) {
-#if defined(__GNUC__) || defined(__clang__)
-  const char* c = static_cast<const char*>(p);
-  for (std::size_t off = 0; off < bytes; off += 64) __builtin_prefetch(c + off, 0, 3);
-#else
-  (void)p;
-  (void)bytes;
-#endif
-}
-
 //! One online-softmax step of query head g: folds `mx` into its running max
 //! (lazy_update) and, when the max moved, rescales g's value accumulators, the codec's
 //! (`acc_per_head` floats) and the fp16 window's (`raw`, D floats). Used by the page spans
@@ -327,6 +317,7 @@ void attend_head(const Cache& cache, int layer, int seq, const typename Cache::s
   const std::uint8_t* const base = cache.page_base(layer, h);  // the view's page ids are valid
   auto page_of = [&](std::int64_t i) { return base + static_cast<std::size_t>(view.pages[i]) * head_bytes; };
   const std::int64_t npages = (view.quantized + P - 1) / P;
+  prefetch_stream pf;
   const std::uint8_t* kpages[attention_workspace::span_pages];
   const std::uint8_t* vpages[attention_workspace::span_pages];
   for (std::int64_t p0 = 0; p0 < npages; p0 += attention_workspace::span_pages) {
@@ -335,12 +326,14 @@ void attend_head(const Cache& cache, int layer, int seq, const typename Cache::s
     // 1. scores of every page of the span: [page][G][P]
     for (int k = 0; k < np; ++k) {
       // pages are scattered in the pool: fetch the next one's key and value parts while
-      // this one is scored (the hardware prefetcher only follows each page's streams)
-      if (p0 + k + 1 < npages) detail::prefetch_lines(page_of(p0 + k + 1), head_bytes);
+      // this one is scored (the hardware prefetcher only follows each page's streams), a
+      // line per iteration of the codec's scoring loop and the rest after it
+      if (p0 + k + 1 < npages) pf.reset(page_of(p0 + k + 1), head_bytes);
       kpages[k] = page_of(p0 + k);
       vpages[k] = kpages[k] + voff;
       K::template score_page<L>(ks, ws.qbuf.data(), G, kpages[k], k + 1 < np ? P : nvalid_last,
-                                ws.scores.data() + static_cast<std::size_t>(k) * G * P);
+                                ws.scores.data() + static_cast<std::size_t>(k) * G * P, pf);
+      pf.flush();
     }
     // 2. scale, mask, one online-softmax update per head, weights
     for (int g = 0; g < G; ++g) {

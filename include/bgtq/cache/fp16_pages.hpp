@@ -9,6 +9,7 @@
 
 #include "../codec/tq_quantizer.hpp"
 #include "../core/half.hpp"
+#include "../core/prefetch.hpp"
 #include "../core/vec16.hpp"
 
 namespace bgtq {
@@ -75,8 +76,9 @@ struct fp16_pages {
   }
 
   template <class Layout>
+  //! pf: the next page's prefetch, one line per coordinate iteration (core/prefetch.hpp).
   static void score_page(const head_state& s, const float* qbuf, int G, const std::uint8_t* page, int nvalid,
-                         float* scores) {
+                         float* scores, prefetch_stream& pf = prefetch_stream::idle()) {
     const int chunks = (nvalid + 15) / 16;
     const std::size_t P = static_cast<std::size_t>(s.P);
     for (int h = 0; h < G;) {
@@ -88,11 +90,11 @@ struct fp16_pages {
 #endif
       switch (gb) {
 #if defined(BGTQ_SIMD_AVX512)
-        case 8: score_heads<8>(s, qbuf + static_cast<std::size_t>(h) * s.D, page, chunks, scores + h * P); break;
+        case 8: score_heads<8>(s, qbuf + static_cast<std::size_t>(h) * s.D, page, chunks, scores + h * P, pf); break;
 #endif
-        case 4: score_heads<4>(s, qbuf + static_cast<std::size_t>(h) * s.D, page, chunks, scores + h * P); break;
-        case 2: score_heads<2>(s, qbuf + static_cast<std::size_t>(h) * s.D, page, chunks, scores + h * P); break;
-        default: score_heads<1>(s, qbuf + static_cast<std::size_t>(h) * s.D, page, chunks, scores + h * P); break;
+        case 4: score_heads<4>(s, qbuf + static_cast<std::size_t>(h) * s.D, page, chunks, scores + h * P, pf); break;
+        case 2: score_heads<2>(s, qbuf + static_cast<std::size_t>(h) * s.D, page, chunks, scores + h * P, pf); break;
+        default: score_heads<1>(s, qbuf + static_cast<std::size_t>(h) * s.D, page, chunks, scores + h * P, pf); break;
       }
       h += gb;
     }
@@ -126,13 +128,15 @@ struct fp16_pages {
 
  private:
   template <int GB>
-  static void score_heads(const head_state& s, const float* q, const std::uint8_t* page, int chunks, float* scores) {
+  static void score_heads(const head_state& s, const float* q, const std::uint8_t* page, int chunks, float* scores,
+                          prefetch_stream& pf) {
     const std::size_t P = static_cast<std::size_t>(s.P);
     for (int c = 0; c < chunks; ++c) {
       const std::size_t t0 = static_cast<std::size_t>(c) * 16u;
       simd::vf16 acc[GB];
       for (int hh = 0; hh < GB; ++hh) acc[hh] = simd::zero();
       for (int j = 0; j < s.D; ++j) {
+        pf.next();
         const simd::vf16 kv = simd::load_half(page + (static_cast<std::size_t>(j) * P + t0) * 2u);
         for (int hh = 0; hh < GB; ++hh) acc[hh] = simd::fma(kv, simd::set1(q[hh * s.D + j]), acc[hh]);
       }

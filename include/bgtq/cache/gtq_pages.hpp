@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "../codec/block_gtq.hpp"
+#include "../core/prefetch.hpp"
 #include "../core/vec16.hpp"
 #include "page_layout.hpp"
 
@@ -144,8 +145,9 @@ struct gtq_pages {
   //! scores[h*P + t] = q_h . k_hat_t for t < round_up(nvalid, 16) (lanes past nvalid are
   //! finite garbage the caller masks).
   template <class Layout>
+  //! pf: the next page's prefetch, one line per coordinate iteration (core/prefetch.hpp).
   static void score_page(const head_state& s, const float* qbuf, int G, const std::uint8_t* page, int nvalid,
-                         float* scores) {
+                         float* scores, prefetch_stream& pf = prefetch_stream::idle()) {
     const int chunks = (nvalid + 15) / 16;
     const std::size_t P = static_cast<std::size_t>(s.P);
     if (s.codec.groups().empty()) {
@@ -159,7 +161,7 @@ struct gtq_pages {
 #if defined(BGTQ_SIMD_AVX2_ONLY)
       if (std::is_same_v<Layout, bit_plane_layout> && g.quantizer.dim() <= code_buffer_coords) {
         dispatch_bits(g.quantizer.bits(), [&](auto bits_c) {
-          score_group_codes<decltype(bits_c)::value>(s, gi, qg, G, page, chunks, scores);
+          score_group_codes<decltype(bits_c)::value>(s, gi, qg, G, page, chunks, scores, pf);
         });
         continue;
       }
@@ -178,9 +180,9 @@ struct gtq_pages {
             constexpr int B = decltype(bits_c)::value;
             const float* qh = qg + static_cast<std::size_t>(h) * g.quantizer.dim();
             switch (gb4) {
-              case 4: score_group64<B, 4>(s, gi, qh, page, chunks, scores + h * P); break;
-              case 2: score_group64<B, 2>(s, gi, qh, page, chunks, scores + h * P); break;
-              default: score_group64<B, 1>(s, gi, qh, page, chunks, scores + h * P); break;
+              case 4: score_group64<B, 4>(s, gi, qh, page, chunks, scores + h * P, pf); break;
+              case 2: score_group64<B, 2>(s, gi, qh, page, chunks, scores + h * P, pf); break;
+              default: score_group64<B, 1>(s, gi, qh, page, chunks, scores + h * P, pf); break;
             }
           });
           h += gb4;
@@ -191,11 +193,11 @@ struct gtq_pages {
           constexpr int B = decltype(bits_c)::value;
           switch (gb) {
 #if defined(BGTQ_SIMD_AVX512)
-            case 8: score_group<Layout, B, 8>(s, gi, qg + static_cast<std::size_t>(h) * g.quantizer.dim(), page, chunks, scores + h * P); break;
+            case 8: score_group<Layout, B, 8>(s, gi, qg + static_cast<std::size_t>(h) * g.quantizer.dim(), page, chunks, scores + h * P, pf); break;
 #endif
-            case 4: score_group<Layout, B, 4>(s, gi, qg + static_cast<std::size_t>(h) * g.quantizer.dim(), page, chunks, scores + h * P); break;
-            case 2: score_group<Layout, B, 2>(s, gi, qg + static_cast<std::size_t>(h) * g.quantizer.dim(), page, chunks, scores + h * P); break;
-            default: score_group<Layout, B, 1>(s, gi, qg + static_cast<std::size_t>(h) * g.quantizer.dim(), page, chunks, scores + h * P); break;
+            case 4: score_group<Layout, B, 4>(s, gi, qg + static_cast<std::size_t>(h) * g.quantizer.dim(), page, chunks, scores + h * P, pf); break;
+            case 2: score_group<Layout, B, 2>(s, gi, qg + static_cast<std::size_t>(h) * g.quantizer.dim(), page, chunks, scores + h * P, pf); break;
+            default: score_group<Layout, B, 1>(s, gi, qg + static_cast<std::size_t>(h) * g.quantizer.dim(), page, chunks, scores + h * P, pf); break;
           }
         });
         h += gb;
@@ -367,11 +369,11 @@ struct gtq_pages {
 
   template <class Layout, int B, int GB>
   static void score_group(const head_state& s, std::size_t gi, const float* q, const std::uint8_t* page, int chunks,
-                          float* scores) {
+                          float* scores, prefetch_stream& pf) {
     const int n = s.codec.groups()[gi].quantizer.dim();
     const std::uint8_t* region = page + s.region[gi];
     for (int c = 0; c < chunks; ++c)
-      score_chunk<B, GB>(s, gi, q, page, c * 16, scores,
+      score_chunk<B, GB>(s, gi, q, page, c * 16, scores, pf,
                          [&](int j) { return Layout::template load16<B>(region, n, s.P, c * 16, j); });
   }
 
@@ -380,7 +382,7 @@ struct gtq_pages {
   // idx(j) gives the chunk's 16 codes at coordinate j.
   template <int B, int GB, class Idx>
   BGTQ_FORCEINLINE static void score_chunk(const head_state& s, std::size_t gi, const float* q, const std::uint8_t* page,
-                                           int t0, float* scores, Idx&& idx) {
+                                           int t0, float* scores, prefetch_stream& pf, Idx&& idx) {
     const gtq_group& g = s.codec.groups()[gi];
     const int n = g.quantizer.dim();
     const float* cent = g.quantizer.centroids();
@@ -390,6 +392,7 @@ struct gtq_pages {
     simd::vf16 acc[GB];
     for (int hh = 0; hh < GB; ++hh) acc[hh] = simd::zero();
     for (int j = 0; j < n; ++j) {
+      pf.next();
       const simd::vf16 cv = simd::lookup<B>(cent, idx(j));
       for (int hh = 0; hh < GB; ++hh) acc[hh] = simd::fma(cv, simd::set1(q[hh * n + j]), acc[hh]);
     }
@@ -405,21 +408,22 @@ struct gtq_pages {
   // transposed from the bit planes at once and shared by 4 chunks x GB query heads.
   template <int B, int GB>
   BGTQ_NOINLINE static void score_group64(const head_state& s, std::size_t gi, const float* q, const std::uint8_t* page, int chunks,
-                            float* scores) {
+                            float* scores, prefetch_stream& pf) {
     const gtq_group& g = s.codec.groups()[gi];
     const std::uint8_t* region = page + s.region[gi];
     const std::size_t rb = radius_size(s);
     const std::uint8_t* radii = page + s.radii + gi * static_cast<std::size_t>(s.P) * rb;
     const bool first = gi == 0;
     if (s.P == 64)  // the default page: plane loads without the run-time stride (~2% of a step)
-      score_blocks64<B, GB, true>(s, g, q, region, radii, rb, first, chunks, scores);
+      score_blocks64<B, GB, true>(s, g, q, region, radii, rb, first, chunks, scores, pf);
     else
-      score_blocks64<B, GB, false>(s, g, q, region, radii, rb, first, chunks, scores);
+      score_blocks64<B, GB, false>(s, g, q, region, radii, rb, first, chunks, scores, pf);
   }
   // score_group64's 64-token blocks, the plane loads specialised for P == 64 or not.
   template <int B, int GB, bool Page64>
   BGTQ_FORCEINLINE static void score_blocks64(const head_state& s, const gtq_group& g, const float* q, const std::uint8_t* region,
-                                              const std::uint8_t* radii, std::size_t rb, bool first, int chunks, float* scores) {
+                                              const std::uint8_t* radii, std::size_t rb, bool first, int chunks, float* scores,
+                                              prefetch_stream& pf) {
     const int n = g.quantizer.dim();
     const float* cent = g.quantizer.centroids();
     const std::size_t P = static_cast<std::size_t>(s.P);
@@ -430,6 +434,7 @@ struct gtq_pages {
         BGTQ_DETAIL_UNROLL(4)
         for (int hh = 0; hh < GB; ++hh) acc[c][hh] = simd::zero();
       for (int j = 0; j < n; ++j) {
+        pf.next();
         const bit_plane_layout::codes64 bytes = bit_plane_layout::load64<B, Page64>(region, s.P, t64, j);
         simd::vf16 qv[GB];
         BGTQ_DETAIL_UNROLL(4)
@@ -473,7 +478,7 @@ struct gtq_pages {
   static constexpr int code_buffer_coords = 256;
   template <int B>
   static void score_group_codes(const head_state& s, std::size_t gi, const float* qg, int G, const std::uint8_t* page,
-                                int chunks, float* scores) {
+                                int chunks, float* scores, prefetch_stream& pf) {
     const int n = s.codec.groups()[gi].quantizer.dim();
     const std::uint8_t* region = page + s.region[gi];
     const std::size_t P = static_cast<std::size_t>(s.P);
@@ -489,9 +494,9 @@ struct gtq_pages {
         for (int c = 0; c < nc; ++c) {
           const auto idx = [&](int j) { return simd::load_u8(codes + 32 * j + 16 * c); };
           switch (gb) {
-            case 4: score_chunk<B, 4>(s, gi, q, page, t32 + 16 * c, scores + h * P, idx); break;
-            case 2: score_chunk<B, 2>(s, gi, q, page, t32 + 16 * c, scores + h * P, idx); break;
-            default: score_chunk<B, 1>(s, gi, q, page, t32 + 16 * c, scores + h * P, idx); break;
+            case 4: score_chunk<B, 4>(s, gi, q, page, t32 + 16 * c, scores + h * P, pf, idx); break;
+            case 2: score_chunk<B, 2>(s, gi, q, page, t32 + 16 * c, scores + h * P, pf, idx); break;
+            default: score_chunk<B, 1>(s, gi, q, page, t32 + 16 * c, scores + h * P, pf, idx); break;
           }
         }
         h += gb;

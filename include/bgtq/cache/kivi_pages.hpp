@@ -19,6 +19,7 @@
 
 #include "../codec/kivi.hpp"
 #include "../codec/tq_quantizer.hpp"
+#include "../core/prefetch.hpp"
 #include "../core/vec16.hpp"
 #include "kv_cache.hpp"
 #include "page_layout.hpp"
@@ -139,8 +140,9 @@ struct kivi_key_pages {
   }
 
   template <class Layout>
+  //! pf: the next page's prefetch, one line per coordinate iteration (core/prefetch.hpp).
   static void score_page(const head_state& s, const float* qbuf, int G, const std::uint8_t* page, int nvalid,
-                         float* scores) {
+                         float* scores, prefetch_stream& pf = prefetch_stream::idle()) {
     const int chunks = (nvalid + 15) / 16;
     detail::kivi_dispatch_bits(s.opt.bits, [&](auto tag) {
       constexpr int B = decltype(tag)::value;
@@ -152,6 +154,7 @@ struct kivi_key_pages {
           float base = 0.0f;
           simd::vf16 acc = simd::zero();
           for (int j = 0; j < s.D; ++j) {
+            pf.next();
             float sc, zr;
             block_params(s, page, blk, j, sc, zr);
             base += q[j] * zr;
