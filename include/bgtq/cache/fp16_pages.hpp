@@ -75,8 +75,8 @@ struct fp16_pages {
     for (std::size_t i = 0; i < static_cast<std::size_t>(G) * s.D; ++i) qbuf[i] = q[i];
   }
 
-  template <class Layout>
   //! pf: the next page's prefetch, one line per coordinate iteration (core/prefetch.hpp).
+  template <class Layout>
   static void score_page(const head_state& s, const float* qbuf, int G, const std::uint8_t* page, int nvalid,
                          float* scores, prefetch_stream& pf = prefetch_stream::idle()) {
     const int chunks = (nvalid + 15) / 16;

@@ -144,8 +144,8 @@ struct gtq_pages {
 
   //! scores[h*P + t] = q_h . k_hat_t for t < round_up(nvalid, 16) (lanes past nvalid are
   //! finite garbage the caller masks).
-  template <class Layout>
   //! pf: the next page's prefetch, one line per coordinate iteration (core/prefetch.hpp).
+  template <class Layout>
   static void score_page(const head_state& s, const float* qbuf, int G, const std::uint8_t* page, int nvalid,
                          float* scores, prefetch_stream& pf = prefetch_stream::idle()) {
     const int chunks = (nvalid + 15) / 16;

@@ -18,17 +18,18 @@ class prefetch_stream {
  public:
   //! The range to fetch next (replaces any rest of the previous one).
   void reset(const void* p, std::size_t bytes) noexcept {
-    p_ = static_cast<const char*>(p);
-    end_ = p_ + bytes;
+    base_ = static_cast<const char*>(p);
+    off_ = 0;
+    bytes_ = bytes;
   }
   BGTQ_FORCEINLINE void next() noexcept {
-    if (p_ < end_) {
-      fetch(p_);
-      p_ += line;
+    if (off_ < bytes_) {
+      fetch(base_ + off_);
+      off_ += line;
     }
   }
   void flush() noexcept {
-    for (; p_ < end_; p_ += line) fetch(p_);
+    for (; off_ < bytes_; off_ += line) fetch(base_ + off_);
   }
   //! A stream with nothing to fetch, for callers that do not prefetch (never written).
   static prefetch_stream& idle() noexcept {
@@ -37,7 +38,7 @@ class prefetch_stream {
   }
 
  private:
-  static constexpr std::ptrdiff_t line = 64;
+  static constexpr std::size_t line = 64;
   BGTQ_FORCEINLINE static void fetch(const char* p) noexcept {
 #if defined(__GNUC__) || defined(__clang__)
     __builtin_prefetch(p, 0, 3);
@@ -45,8 +46,9 @@ class prefetch_stream {
     (void)p;
 #endif
   }
-  const char* p_ = nullptr;
-  const char* end_ = nullptr;
+  const char* base_ = nullptr;
+  std::size_t off_ = 0;  // next line to fetch, bytes from base_ (only addresses inside the range are formed)
+  std::size_t bytes_ = 0;
 };
 
 }  // namespace bgtq
