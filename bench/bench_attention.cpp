@@ -1,0 +1,115 @@
+// CPU decode attention per step, one thread, with the cache's pages contiguous or
+// scattered through the pool the way a serving engine's are.
+//   build/bin/bench_attention [--benchmark_filter=decode/2/65536/8]
+// Args: {cache: 0 fp16, 1 uniform TQ K3V3, 2 Block-GTQ K3V3 (the bench plan of
+// `bgtq bench attention`)}, {T tokens}, {S sequences the pool is shared by: 1 = one
+// sequence, contiguous pages; S > 1 = S sequences of T tokens filled 64 tokens at a time
+// in random order, so the timed sequence's pages are spread over an S-times larger
+// pool}. D = 128, Hq = 32, Hkv = 8. Counters: tokens_per_s (cached tokens attended per
+// second, all KV heads). The caches are built once per argument set and kept.
+#include <benchmark/benchmark.h>
+
+#include <bgtq/bgtq.hpp>
+
+#include <cmath>
+#include <map>
+#include <memory>
+#include <tuple>
+#include <vector>
+
+namespace {
+
+constexpr int D = 128, Hq = 32, Hkv = 8;
+
+struct setup_base {
+  virtual ~setup_base() = default;
+  virtual void step(std::vector<float>& out) = 0;
+};
+
+template <class Cache>
+struct setup final : setup_base {
+  Cache cache;
+  int seq = 0;
+  bgtq::attention_workspace ws;
+  std::vector<float> q;
+  setup(Cache c, int T, int S) : cache(std::move(c)), ws(cache) {
+    std::vector<int> seqs;
+    for (int i = 0; i < S; ++i) seqs.push_back(cache.add_sequence());
+    seq = seqs[0];
+    const int chunk = S > 1 ? 64 : 1024;
+    std::vector<float> k(static_cast<std::size_t>(chunk) * Hkv * D), v(k.size());
+    bgtq::counter_rng r(3);
+    for (float& x : k) x = static_cast<float>(r.normal());
+    for (float& x : v) x = static_cast<float>(r.normal());
+    std::vector<int> left(static_cast<std::size_t>(S), T);
+    for (int remaining = S; remaining > 0;) {
+      const int i = S > 1 ? static_cast<int>(r.below(static_cast<std::uint32_t>(S))) : 0;
+      if (left[static_cast<std::size_t>(i)] == 0) continue;
+      const int n = std::min(chunk, left[static_cast<std::size_t>(i)]);
+      cache.append(seqs[static_cast<std::size_t>(i)], 0, k.data(), v.data(), n);
+      if ((left[static_cast<std::size_t>(i)] -= n) == 0) --remaining;
+    }
+    q.resize(static_cast<std::size_t>(Hq) * D);
+    for (float& x : q) x = static_cast<float>(r.normal());
+  }
+  void step(std::vector<float>& out) override {
+    const int s[1] = {seq};
+    bgtq::decode_attention(cache, 0, std::span<const int>(s, 1), q.data(), out.data(), ws);
+  }
+};
+
+std::unique_ptr<setup_base> make(int kind, int T, int S) {
+  bgtq::cache_config cfg;
+  cfg.layers = 1;
+  cfg.kv_heads = Hkv;
+  cfg.q_heads = Hq;
+  cfg.head_dim = D;
+  cfg.max_pages = ((T + 63) / 64 + 1) * S;
+  if (kind == 0)
+    return std::make_unique<setup<bgtq::fp16_cache<>>>(
+        bgtq::fp16_cache<>(cfg, bgtq::fp16_states(1, Hkv, D), bgtq::fp16_states(1, Hkv, D)), T, S);
+  const bgtq::rope_layout rope(D, bgtq::rope_pairing::half);
+  bgtq::plan_options o;
+  o.avg_bits = 3;
+  o.value_bits = 3;
+  bgtq::plan p;
+  if (kind == 1) {
+    p = bgtq::uniform_plan(1, Hkv, Hq, rope, 3, o);
+  } else {  // energies with a 100x log-linear spread across blocks, as `bgtq bench attention`
+    std::vector<double> e;
+    const int L = rope.num_blocks();
+    for (int h = 0; h < Hkv; ++h)
+      for (int b = 0; b < L; ++b) e.push_back(std::pow(100.0, static_cast<double>(b) / (L - 1)) * (1.0 + 0.1 * (h % 3)));
+    p = bgtq::build_plan(1, Hkv, Hq, rope, e, o);
+  }
+  auto c = bgtq::make_bgtq_cache(p, cfg);
+  return std::make_unique<setup<decltype(c)>>(std::move(c), T, S);
+}
+
+void BM_decode(benchmark::State& state) {
+  const int kind = static_cast<int>(state.range(0)), T = static_cast<int>(state.range(1)), S = static_cast<int>(state.range(2));
+  static std::map<std::tuple<int, int, int>, std::unique_ptr<setup_base>> built;  // fill once per argument set
+  auto& su = built[{kind, T, S}];
+  if (!su) su = make(kind, T, S);
+  std::vector<float> out(static_cast<std::size_t>(Hq) * D);
+  su->step(out);  // warm
+  for (auto _ : state) {
+    su->step(out);
+    benchmark::DoNotOptimize(out.data());
+    benchmark::ClobberMemory();
+  }
+  state.counters["tokens_per_s"] = benchmark::Counter(static_cast<double>(T) * static_cast<double>(state.iterations()),
+                                                      benchmark::Counter::kIsRate);
+  state.SetLabel(std::string(kind == 0 ? "fp16" : kind == 1 ? "tq-k3v3" : "bgtq-k3v3") + (S > 1 ? " scattered" : " contiguous") +
+                 " " + bgtq::simd_path());
+}
+
+BENCHMARK(BM_decode)
+    ->ArgNames({"cache", "T", "S"})
+    ->ArgsProduct({{0, 1, 2}, {4096, 16384, 65536}, {1, 4}})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.5);
+
+}  // namespace
+
+BENCHMARK_MAIN();
