@@ -9,9 +9,9 @@
 // second, all KV heads). The caches are built once per argument set and kept.
 #include <benchmark/benchmark.h>
 
+#include <bgtq/bench/workload.hpp>
 #include <bgtq/bgtq.hpp>
 
-#include <cmath>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -32,23 +32,8 @@ struct setup final : setup_base {
   int seq = 0;
   bgtq::attention_workspace ws;
   std::vector<float> q;
-  setup(Cache c, int T, int S) : cache(std::move(c)), ws(cache) {
-    std::vector<int> seqs;
-    for (int i = 0; i < S; ++i) seqs.push_back(cache.add_sequence());
-    seq = seqs[0];
-    const int chunk = S > 1 ? 64 : 1024;
-    std::vector<float> k(static_cast<std::size_t>(chunk) * Hkv * D), v(k.size());
-    bgtq::counter_rng r(3);
-    for (float& x : k) x = static_cast<float>(r.normal());
-    for (float& x : v) x = static_cast<float>(r.normal());
-    std::vector<int> left(static_cast<std::size_t>(S), T);
-    for (int remaining = S; remaining > 0;) {
-      const int i = S > 1 ? static_cast<int>(r.below(static_cast<std::uint32_t>(S))) : 0;
-      if (left[static_cast<std::size_t>(i)] == 0) continue;
-      const int n = std::min(chunk, left[static_cast<std::size_t>(i)]);
-      cache.append(seqs[static_cast<std::size_t>(i)], 0, k.data(), v.data(), n);
-      if ((left[static_cast<std::size_t>(i)] -= n) == 0) --remaining;
-    }
+  setup(Cache c, int T, int S) : cache(std::move(c)), seq(bgtq::bench::fill_sequences(cache, T, S)), ws(cache) {
+    bgtq::counter_rng r(5);
     q.resize(static_cast<std::size_t>(Hq) * D);
     for (float& x : q) x = static_cast<float>(r.normal());
   }
@@ -75,12 +60,8 @@ std::unique_ptr<setup_base> make(int kind, int T, int S) {
   bgtq::plan p;
   if (kind == 1) {
     p = bgtq::uniform_plan(1, Hkv, Hq, rope, 3, o);
-  } else {  // energies with a 100x log-linear spread across blocks, as `bgtq bench attention`
-    std::vector<double> e;
-    const int L = rope.num_blocks();
-    for (int h = 0; h < Hkv; ++h)
-      for (int b = 0; b < L; ++b) e.push_back(std::pow(100.0, static_cast<double>(b) / (L - 1)) * (1.0 + 0.1 * (h % 3)));
-    p = bgtq::build_plan(1, Hkv, Hq, rope, e, o);
+  } else {  // the plan `bgtq bench attention` times
+    p = bgtq::build_plan(1, Hkv, Hq, rope, bgtq::bench::spread_energies(1, Hkv, rope.num_blocks()), o);
   }
   auto c = bgtq::make_bgtq_cache(p, cfg);
   return std::make_unique<setup<decltype(c)>>(std::move(c), T, S);

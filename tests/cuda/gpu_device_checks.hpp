@@ -283,7 +283,7 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
     for (int b = 0; b < B; ++b)
       for (int h = 0; h < s.kv_heads; ++h)
         for (int row = 0; row < bt.window_len[static_cast<std::size_t>(b)]; ++row)
-          bt.window_k[((static_cast<std::size_t>(b) * s.kv_heads + h) * bt.window_cap + row) * s.head_dim] = 0xFC00;  // -Inf
+          bt.window_k[((static_cast<std::size_t>(b) * s.kv_heads + h) * bt.window_cap + row) * s.head_dim] = float_to_half_bits(-INFINITY);
   }
   dev_buf dq, dout, dpt, dqn, dwl, dwk, dwv, dws, dnf;
   if (q_type == cuda::dtype::f32)

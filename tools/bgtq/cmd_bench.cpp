@@ -1,6 +1,7 @@
 // bgtq bench encode|attention: throughput next to a floor measured in the same run.
 #include <bgtq/attention/decode.hpp>
 #include <bgtq/bench/timing.hpp>
+#include <bgtq/bench/workload.hpp>
 #include <bgtq/cache/factory.hpp>
 #include <bgtq/codec/tq_codec.hpp>
 #include <bgtq/io/json.hpp>
@@ -93,15 +94,6 @@ int bench_encode(cli::args& a) {
   return 0;
 }
 
-// Energies shaped like real keys: log-linear decay across blocks with a 100x spread,
-// the low-frequency end strongest.
-std::vector<double> bench_scores(int layers, int heads, int L) {
-  std::vector<double> s;
-  for (int i = 0; i < layers * heads; ++i)
-    for (int b = 0; b < L; ++b) s.push_back(std::pow(100.0, static_cast<double>(b) / (L - 1)) * (1.0 + 0.1 * (i % 3)));
-  return s;
-}
-
 template <class Cache>
 double time_attention(Cache& cache, int seq, const std::vector<float>& q, int reps, std::vector<float>& out,
                       thread_pool* pool) {
@@ -123,18 +115,6 @@ double time_attention(Cache& cache, int seq, const std::vector<float>& q, int re
     t.push_back(bench::now_s() - t0);
   }
   return bench::median(t) * 1e3;
-}
-
-template <class Cache>
-int fill(Cache& cache, int T, int Hkv, int D) {
-  const int s = cache.add_sequence();
-  const int chunk = 1024;
-  std::vector<float> k(static_cast<std::size_t>(chunk) * Hkv * D), v(k.size());
-  counter_rng r(3);
-  for (auto& x : k) x = static_cast<float>(r.normal());
-  for (auto& x : v) x = static_cast<float>(r.normal());
-  for (int t = 0; t < T; t += chunk) cache.append(s, 0, k.data(), v.data(), std::min(chunk, T - t));
-  return s;
 }
 
 int bench_attention(cli::args& a) {
@@ -206,7 +186,7 @@ int bench_attention(cli::args& a) {
     double fp16_ms = 0;
     {
       fp16_cache<> c(cfg, fp16_states(1, Hkv, D), fp16_states(1, Hkv, D));
-      const int s = fill(c, T, Hkv, D);
+      const int s = bench::fill_sequences(c, T);
       fp16_ms = time_attention(c, s, q, reps, out, pool.get());
       rows.push_back({"fp16", "k16v16", T, fp16_ms, c.bytes_per_token(0, 0), 1.0, step_gb(c, s)});
       cli::progress("[bench attention] T=" + std::to_string(T) + " fp16 " + std::to_string(fp16_ms) + " ms");
@@ -217,9 +197,9 @@ int bench_attention(cli::args& a) {
         o.avg_bits = bits;
         o.value_bits = bits;
         const plan p = m == "tq" ? uniform_plan(1, Hkv, Hq, rope, bits, o)
-                                 : build_plan(1, Hkv, Hq, rope, bench_scores(1, Hkv, rope.num_blocks()), o);
+                                 : build_plan(1, Hkv, Hq, rope, bench::spread_energies(1, Hkv, rope.num_blocks()), o);
         auto c = make_bgtq_cache(p, cfg);
-        const int s = fill(c, T, Hkv, D);
+        const int s = bench::fill_sequences(c, T);
         const double ms = time_attention(c, s, q, reps, out, pool.get());
         const std::string kv = "k" + std::to_string(bits) + "v" + std::to_string(bits);
         rows.push_back({m, kv, T, ms, c.bytes_per_token(0, 0), fp16_ms / ms, step_gb(c, s)});

@@ -539,19 +539,8 @@ struct gtq_pages {
   static void accumulate_group64(const head_state& s, std::size_t gi, const std::uint8_t* page, int blocks64,
                                  const float* wr, float* acc) {
     const gtq_group& g = s.codec.groups()[gi];
-    const int n = g.quantizer.dim();
-    const float* cent = g.quantizer.centroids();
-    const std::uint8_t* region = page + s.region[gi];
-    const std::size_t hstride = static_cast<std::size_t>(s.dim()) * 16u;
-    for (int j = 0; j < n; ++j) {
-      simd::vf16 a[GB];
-      for (int hh = 0; hh < GB; ++hh) a[hh] = simd::load(acc + hh * hstride + static_cast<std::size_t>(j) * 16u);
-      for (int blk = 0; blk < blocks64; ++blk) {
-        const int t64 = blk * 64;
-        fma_block64<B, GB>(cent, bit_plane_layout::load64<B>(region, s.P, t64, j), wr + wr_offset(t64, 0, GB), a);
-      }
-      for (int hh = 0; hh < GB; ++hh) simd::store(acc + hh * hstride + static_cast<std::size_t>(j) * 16u, a[hh]);
-    }
+    span_blocks64<B, GB, false>(g.quantizer.dim(), g.quantizer.centroids(), &page, 1, s.region[gi], s.P, blocks64,
+                                static_cast<std::size_t>(s.dim()) * 16u, wr, acc);
   }
 
   // Values over a span of pages; wr = weights times radii in the wr_offset layout over the span.
@@ -563,30 +552,33 @@ struct gtq_pages {
     const float* cent = g.quantizer.centroids();
     const std::size_t hstride = static_cast<std::size_t>(s.dim()) * 16u;
     const std::size_t region = s.region[gi];
-    if (s.P == 64) {
-      // The default page is one 64-token block: no block loop and no run-time plane stride
-      // inside the coordinate loop (the general loop below cost about 10% of a decode
-      // step more at T = 16K: loop control and the gather path kept in the hot loop).
-      for (int j = 0; j < n; ++j) {
-        simd::vf16 a[GB];
-        BGTQ_DETAIL_UNROLL(4)
-        for (int hh = 0; hh < GB; ++hh) a[hh] = simd::load(acc + hh * hstride + static_cast<std::size_t>(j) * 16u);
-        for (int p = 0; p < npages; ++p)
-          fma_block64<B, GB>(cent, bit_plane_layout::load64<B, true>(pages[p] + region, 64, 0, j), wr + wr_offset(p * 64, 0, GB), a);
-        BGTQ_DETAIL_UNROLL(4)
-        for (int hh = 0; hh < GB; ++hh) simd::store(acc + hh * hstride + static_cast<std::size_t>(j) * 16u, a[hh]);
-      }
-      return;
+    // The default page is one 64-token block: with P known, no block loop and no run-time
+    // plane stride stay in the coordinate loop (they cost about 10% of a decode step at
+    // T = 16K), as in score_group64.
+    if (s.P == 64)
+      span_blocks64<B, GB, true>(n, cent, pages, npages, region, 64, 1, hstride, wr, acc);
+    else
+      span_blocks64<B, GB, false>(n, cent, pages, npages, region, s.P, s.P / 64, hstride, wr, acc);
+  }
+  // The value kernels' coordinate loop: `blocks` 64-token blocks of each of `npages` pages
+  // of P tokens, the plane loads specialised for P == 64 (one block) or not.
+  template <int B, int GB, bool Page64>
+  BGTQ_FORCEINLINE static void span_blocks64(int n, const float* cent, const std::uint8_t* const* pages, int npages,
+                                             std::size_t region, int P, int blocks, std::size_t hstride, const float* wr,
+                                             float* acc) {
+    if constexpr (Page64) {
+      P = 64;
+      blocks = 1;
     }
     for (int j = 0; j < n; ++j) {
       simd::vf16 a[GB];
+      BGTQ_DETAIL_UNROLL(4)
       for (int hh = 0; hh < GB; ++hh) a[hh] = simd::load(acc + hh * hstride + static_cast<std::size_t>(j) * 16u);
-      for (int p = 0; p < npages; ++p) {
-        for (int t64 = 0; t64 < s.P; t64 += 64) {
-          fma_block64<B, GB>(cent, bit_plane_layout::load64<B>(pages[p] + region, s.P, t64, j),
-                             wr + wr_offset(p * s.P + t64, 0, GB), a);
-        }
-      }
+      for (int p = 0; p < npages; ++p)
+        for (int t64 = 0; t64 < blocks * 64; t64 += 64)
+          fma_block64<B, GB>(cent, bit_plane_layout::load64<B, Page64>(pages[p] + region, P, t64, j),
+                             wr + wr_offset(p * P + t64, 0, GB), a);
+      BGTQ_DETAIL_UNROLL(4)
       for (int hh = 0; hh < GB; ++hh) simd::store(acc + hh * hstride + static_cast<std::size_t>(j) * 16u, a[hh]);
     }
   }

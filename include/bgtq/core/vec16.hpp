@@ -10,6 +10,7 @@
 
 #include "../config.hpp"
 #include "half.hpp"
+#include "simd.hpp"
 
 #if defined(BGTQ_SIMD_AVX2) || defined(BGTQ_SIMD_AVX512)
 #include <immintrin.h>
@@ -226,12 +227,7 @@ BGTQ_FORCEINLINE float hmax(vf16 a) {
   for (int l = 1; l < 16; ++l) m = a.x[l] > m ? a.x[l] : m;
   return m;
 }
-BGTQ_FORCEINLINE float hsum(vf16 a) {  // the canonical tree order of the SIMD paths (core/simd.hpp)
-  for (int l = 0; l < 8; ++l) a.x[l] = a.x[l] + a.x[l + 8];
-  for (int l = 0; l < 4; ++l) a.x[l] = a.x[l] + a.x[l + 4];
-  for (int l = 0; l < 2; ++l) a.x[l] = a.x[l] + a.x[l + 2];
-  return a.x[0] + a.x[1];
-}
+BGTQ_FORCEINLINE float hsum(vf16 a) { return detail::tree_reduce16(a.x); }  // the SIMD paths' order
 BGTQ_FORCEINLINE vf16 select_valid(vf16 a, std::uint32_t valid, float fill) {
   for (int l = 0; l < 16; ++l)
     if (!((valid >> l) & 1u)) a.x[l] = fill;
