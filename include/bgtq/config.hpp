@@ -85,9 +85,9 @@
 #define BGTQ_SIMD_AVX2_ONLY 1
 #endif
 
-// Either of the two above: bit-plane codes come 64 tokens at a time as bytes
-// (bit_plane_layout::codes64, load64, chunk16).
-#if defined(BGTQ_SIMD_GFNI) || defined(BGTQ_SIMD_AVX2_ONLY)
+// Every SIMD path: bit-plane codes come 64 tokens at a time as bytes
+// (bit_plane_layout::codes64, load64, chunk16; without GFNI, b masked byte adds).
+#if defined(BGTQ_SIMD_AVX512) || defined(BGTQ_SIMD_AVX2_ONLY)
 #define BGTQ_SIMD_CODES64 1
 #endif
 

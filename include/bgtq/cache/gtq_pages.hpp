@@ -173,7 +173,7 @@ struct gtq_pages {
 #else
         const int gb = left >= 4 ? 4 : left >= 2 ? 2 : 1;
 #endif
-#if defined(BGTQ_SIMD_GFNI)
+#if defined(BGTQ_SIMD_AVX512)
         if constexpr (std::is_same_v<Layout, bit_plane_layout>) {
           const int gb4 = left >= 4 ? 4 : left >= 2 ? 2 : 1;
           dispatch_bits(g.quantizer.bits(), [&](auto bits_c) {
@@ -403,7 +403,7 @@ struct gtq_pages {
     }
   }
 
-#if defined(BGTQ_SIMD_GFNI)
+#if defined(BGTQ_SIMD_AVX512)
   // Keys, 64 tokens per decode: the codes of a coordinate for a whole 64-token block are
   // transposed from the bit planes at once and shared by 4 chunks x GB query heads.
   template <int B, int GB>

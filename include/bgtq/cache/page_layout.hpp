@@ -7,9 +7,9 @@
 //! - `bit_plane_layout` (default, fast): coordinate-major bit planes.
 //!   `// [coord j][plane k][P/8 bytes]: bit t of plane (j, k) = bit k of token t's code at j`
 //!   Sixteen tokens' codes for one coordinate are b 16-bit loads, which become lane
-//!   masks: the CPU kernels build 16 indices with b masked ORs (AVX-512), 64 byte
-//!   codes with one bit-matrix transpose (GFNI) or 32 with b byte shuffles and
-//!   compares (AVX2), and a GPU warp reads one 32-bit word per plane for 32 tokens.
+//!   masks: the CPU kernels build 64 byte codes with one bit-matrix transpose (GFNI)
+//!   or b masked byte adds (AVX-512 without GFNI), 32 with b byte shuffles and compares
+//!   (AVX2), and a GPU warp reads one 32-bit word per plane for 32 tokens.
 //!   Requires P % 64 == 0.
 //! - `token_major_layout`: each token's n codes are one bit_tight row.
 //!   `// [token t][ceil(n*b/8) bytes, bit_tight LSB-first]` (simple, slower to score).
@@ -115,6 +115,37 @@ struct bit_plane_layout {
     } else {
       return {_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(bytes, C))};
     }
+  }
+#elif defined(BGTQ_SIMD_AVX512)
+  //! AVX-512 without GFNI / VBMI (Skylake-SP, Cascade Lake). Codes of tokens [t0, t0+64)
+  //! at coordinate j as 64 bytes, byte i = token t0+i (t0 % 64 == 0): each plane qword is
+  //! loaded as a 64-lane byte mask and adds bit k to the bytes of its set lanes (one
+  //! mask load and one masked vpaddb per plane). Page64 as in the GFNI load64.
+  template <int B, bool Page64 = false>
+  BGTQ_FORCEINLINE static __m512i load64(const std::uint8_t* region, int P, int t0, int j) {
+    const std::size_t plane = Page64 ? 8u : static_cast<std::size_t>(P / 8);
+    const std::uint8_t* base = region + static_cast<std::size_t>(j) * B * plane + (t0 >> 3);
+    const auto mask = [&](int k) {
+      std::uint64_t m;
+      std::memcpy(&m, base + static_cast<std::size_t>(k) * plane, 8);
+      return _cvtu64_mask64(m);
+    };
+    __m512i codes = _mm512_maskz_mov_epi8(mask(0), _mm512_set1_epi8(1));
+    for (int k = 1; k < B; ++k) codes = _mm512_mask_add_epi8(codes, mask(k), codes, _mm512_set1_epi8(static_cast<char>(1 << k)));
+    return codes;
+  }
+
+  //! 64 codes as bytes, byte i = token t0+i.
+  using codes64 = __m512i;
+
+  //! Dword indices of chunk C (tokens 16C..16C+15) of a 64-byte code block, zero-extended
+  //! (no vpermb without VBMI).
+  template <int B, int C>
+  BGTQ_FORCEINLINE static simd::vi16 chunk16(codes64 bytes) {
+    if constexpr (C == 0)
+      return {_mm512_cvtepu8_epi32(_mm512_castsi512_si128(bytes))};
+    else
+      return {_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(bytes, C))};
   }
 #elif defined(BGTQ_SIMD_AVX2_ONLY)
   //! Codes of tokens [t0, t0+32) at coordinate j as 32 bytes, byte i = token t0+i
