@@ -7,8 +7,11 @@
 // in random order, so the timed sequence's pages are spread over an S-times larger
 // pool}. D = 128, Hq = 32, Hkv = 8. Counters: tokens_per_s (cached tokens attended per
 // second, all KV heads). The caches are built once per argument set and kept.
+// BM_decode_cold: the same steps with the cache's page pool flushed from the CPU caches
+// before each one (outside the timing), as in a model whose other layers displaced it.
 #include <benchmark/benchmark.h>
 
+#include <bgtq/bench/timing.hpp>
 #include <bgtq/bench/workload.hpp>
 #include <bgtq/bgtq.hpp>
 
@@ -24,6 +27,7 @@ constexpr int D = 128, Hq = 32, Hkv = 8;
 struct setup_base {
   virtual ~setup_base() = default;
   virtual void step(std::vector<float>& out) = 0;
+  virtual void flush() const = 0;
 };
 
 template <class Cache>
@@ -41,6 +45,7 @@ struct setup final : setup_base {
     const int s[1] = {seq};
     bgtq::decode_attention(cache, 0, std::span<const int>(s, 1), q.data(), out.data(), ws);
   }
+  void flush() const override { bgtq::bench::flush_from_caches(cache.pool().data(), cache.pool().size()); }
 };
 
 std::unique_ptr<setup_base> make(int kind, int T, int S) {
@@ -67,7 +72,7 @@ std::unique_ptr<setup_base> make(int kind, int T, int S) {
   return std::make_unique<setup<decltype(c)>>(std::move(c), T, S);
 }
 
-void BM_decode(benchmark::State& state) {
+void decode(benchmark::State& state, bool cold) {
   const int kind = static_cast<int>(state.range(0)), T = static_cast<int>(state.range(1)), S = static_cast<int>(state.range(2));
   static std::map<std::tuple<int, int, int>, std::unique_ptr<setup_base>> built;  // fill once per argument set
   auto& su = built[{kind, T, S}];
@@ -75,6 +80,11 @@ void BM_decode(benchmark::State& state) {
   std::vector<float> out(static_cast<std::size_t>(Hq) * D);
   su->step(out);  // warm
   for (auto _ : state) {
+    if (cold) {
+      state.PauseTiming();
+      su->flush();
+      state.ResumeTiming();
+    }
     su->step(out);
     benchmark::DoNotOptimize(out.data());
     benchmark::ClobberMemory();
@@ -82,12 +92,19 @@ void BM_decode(benchmark::State& state) {
   state.counters["tokens_per_s"] = benchmark::Counter(static_cast<double>(T) * static_cast<double>(state.iterations()),
                                                       benchmark::Counter::kIsRate);
   state.SetLabel(std::string(kind == 0 ? "fp16" : kind == 1 ? "tq-k3v3" : "bgtq-k3v3") + (S > 1 ? " scattered" : " contiguous") +
-                 " " + bgtq::simd_path());
+                 (cold ? " cold" : "") + " " + bgtq::simd_path());
 }
+void BM_decode(benchmark::State& state) { decode(state, false); }
+void BM_decode_cold(benchmark::State& state) { decode(state, true); }
 
 BENCHMARK(BM_decode)
     ->ArgNames({"cache", "T", "S"})
     ->ArgsProduct({{0, 1, 2}, {4096, 16384, 65536}, {1, 4}})
+    ->Unit(benchmark::kMillisecond)
+    ->MinTime(0.5);
+BENCHMARK(BM_decode_cold)
+    ->ArgNames({"cache", "T", "S"})
+    ->ArgsProduct({{0, 1, 2}, {16384, 65536}, {1}})
     ->Unit(benchmark::kMillisecond)
     ->MinTime(0.5);
 

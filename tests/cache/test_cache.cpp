@@ -218,6 +218,17 @@ TEST_CASE("memory accounting is exact", "[cache]") {
   REQUIRE(cache.bytes_used() == cache.page_bytes() + window);
   REQUIRE(cache.bytes_reserved() >= cache.bytes_used());
   REQUIRE(cache.stats().vectors == static_cast<std::uint64_t>(64 * L * H));
+  // pool(): every page of the config, nothing else; each page part lies inside it
+  const auto pool = cache.pool();
+  REQUIRE(pool.size() == static_cast<std::size_t>(cache.pages_total()) * cache.page_bytes());
+  REQUIRE(cache.bytes_reserved() - pool.size() == 2u * L * H * (2u + 3u + 1u) * static_cast<std::size_t>(D) * 2u);
+  for (int l = 0; l < L; ++l)
+    for (int h = 0; h < H; ++h)
+      for (int pg : {0, cache.pages_total() - 1}) {
+        const std::uint8_t* part = cache.page_ptr(pg, l, h);
+        REQUIRE(part >= pool.data());
+        REQUIRE(part + cache.head_page_bytes(l, h) <= pool.data() + pool.size());
+      }
 }
 
 TEST_CASE("fp16 radii that would overflow are clamped and counted", "[cache]") {

@@ -60,6 +60,24 @@ bgtq_expect_match("${out}" "fp16 window sink=4 recent=20" "bench attention windo
 bgtq_run(out err rc bench attention --tokens 100 --recent -1 ${shape})
 bgtq_expect_rc("${rc}" 2 "bench attention --recent -1" "${err}")
 
+# --cold: reported in the JSON (false without it) and the text header; the rows as usual
+bgtq_run(out err rc bench attention --json --tokens 64 --methods tq --kv-bits 2 ${shape})
+bgtq_expect_rc("${rc}" 0 "bench attention (warm)" "${err}")
+string(JSON cold GET "${out}" cold)
+if(cold)
+  message(FATAL_ERROR "bench attention without --cold reported cold ${cold}")
+endif()
+bgtq_run(out err rc bench attention --json --cold --tokens 100 --methods tq --kv-bits 2 ${shape})
+bgtq_expect_rc("${rc}" 0 "bench attention --cold" "${err}")
+string(JSON cold GET "${out}" cold)
+string(JSON n LENGTH "${out}" results)
+string(JSON ms GET "${out}" results 1 ms_per_step)
+if(NOT cold OR NOT n EQUAL 2 OR NOT ms GREATER 0)
+  message(FATAL_ERROR "bench attention --cold: cold ${cold}, ${n} rows, ms ${ms}: ${out}")
+endif()
+bgtq_run(out err rc bench attention --cold --tokens 64 --methods tq --kv-bits 2 ${shape})
+bgtq_expect_match("${out}" "pages cold: flushed from the CPU caches before every timed step" "bench attention --cold header")
+
 # one method, text table
 bgtq_run(out err rc bench attention --tokens 64 --methods bgtq --kv-bits 4 ${shape})
 bgtq_expect_rc("${rc}" 0 "bench attention text" "${err}")

@@ -96,7 +96,7 @@ int bench_encode(cli::args& a) {
 
 template <class Cache>
 double time_attention(Cache& cache, int seq, const std::vector<float>& q, int reps, std::vector<float>& out,
-                      thread_pool* pool) {
+                      thread_pool* pool, bool cold) {
   std::vector<attention_workspace> ws;
   for (int i = 0; i < (pool ? pool->size() : 1); ++i) ws.emplace_back(cache);
   const int seqs[1] = {seq};
@@ -107,9 +107,14 @@ double time_attention(Cache& cache, int seq, const std::vector<float>& q, int re
     else
       bgtq::decode_attention(cache, 0, std::span<const int>(seqs, 1), q.data(), out.data(), ws[0]);
   };
+  // cold: the pages come from memory in every timed step (flushed outside the timing)
+  auto flush = [&] {
+    if (cold) bench::flush_from_caches(cache.pool().data(), cache.pool().size());
+  };
   std::vector<double> t;
   step();  // warm
   for (int r = 0; r < reps; ++r) {
+    flush();
     const double t0 = bench::now_s();
     step();
     t.push_back(bench::now_s() - t0);
@@ -119,6 +124,7 @@ double time_attention(Cache& cache, int seq, const std::vector<float>& q, int re
 
 int bench_attention(cli::args& a) {
   const bool json = a.flag("json");
+  const bool cold = a.flag("cold");
   const auto tok_list = a.get_list("tokens", "1024,4096,16384,65536");
   const int D = static_cast<int>(a.get_int("dim", 128, 8, 512));
   const int Hq = static_cast<int>(a.get_int("q-heads", 32, 1, 256));
@@ -187,7 +193,7 @@ int bench_attention(cli::args& a) {
     {
       fp16_cache<> c(cfg, fp16_states(1, Hkv, D), fp16_states(1, Hkv, D));
       const int s = bench::fill_sequences(c, T);
-      fp16_ms = time_attention(c, s, q, reps, out, pool.get());
+      fp16_ms = time_attention(c, s, q, reps, out, pool.get(), cold);
       rows.push_back({"fp16", "k16v16", T, fp16_ms, c.bytes_per_token(0, 0), 1.0, step_gb(c, s)});
       cli::progress("[bench attention] T=" + std::to_string(T) + " fp16 " + std::to_string(fp16_ms) + " ms");
     }
@@ -200,7 +206,7 @@ int bench_attention(cli::args& a) {
                                  : build_plan(1, Hkv, Hq, rope, bench::spread_energies(1, Hkv, rope.num_blocks()), o);
         auto c = make_bgtq_cache(p, cfg);
         const int s = bench::fill_sequences(c, T);
-        const double ms = time_attention(c, s, q, reps, out, pool.get());
+        const double ms = time_attention(c, s, q, reps, out, pool.get(), cold);
         const std::string kv = "k" + std::to_string(bits) + "v" + std::to_string(bits);
         rows.push_back({m, kv, T, ms, c.bytes_per_token(0, 0), fp16_ms / ms, step_gb(c, s)});
         cli::progress("[bench attention] T=" + std::to_string(T) + " " + m + " " + kv + " " + std::to_string(ms) + " ms");
@@ -210,6 +216,7 @@ int bench_attention(cli::args& a) {
   if (json) {
     json_writer w(std::cout);
     w.begin_object().key("copy_gbps").value(copy).key("fma_gmacs").value(fma).key("simd").value(simd_path()).key("threads").value(threads);
+    w.key("cold").value(cold);
     w.key("dim").value(D).key("q_heads").value(Hq).key("kv_heads").value(Hkv);
     w.key("sink").value(sink).key("recent").value(recent);
     w.key("results").begin_array();
@@ -225,6 +232,8 @@ int bench_attention(cli::args& a) {
   } else {
     std::printf("decode attention, one query token, D=%d Hq=%d Hkv=%d, fp16 window sink=%d recent=%d, %d thread(s), %s\n", D, Hq,
                 Hkv, sink, recent, threads, simd_path());
+    std::printf("pages %s\n", cold ? "cold: flushed from the CPU caches before every timed step"
+                                     : "warm: as the previous step left them in the CPU caches (--cold flushes them)");
     std::printf("memory copy: %.2f GB/s; multiply-adds: %.1f G/s per thread (same run)\n", copy, fma);
     std::printf("x copy = bytes read / copy bandwidth; x fma = the 2*Hq*D multiply-adds per token at that rate, / time\n\n");
     std::printf("%-6s %-7s %8s %10s %10s %8s %8s %8s %12s\n", "method", "kv", "tokens", "ms/step", "B/tok/hd", "GB/s", "x copy",
@@ -252,7 +261,7 @@ int run(cli::args& a) {
 cli::registrar reg{{"bench", "throughput of encode/decode and decode attention next to the copy bandwidth (and the multiply-add rate)",
                     "encode|attention [--json] [encode: --dim N --bits 2,3,4 --rotations LIST --mb M --reps R] "
                     "[attention: --tokens LIST --methods tq,bgtq --kv-bits 3,2 --dim D --q-heads H --kv-heads H --sink N --recent N "
-                    "--reps R --threads N]",
-                    &run, {"json"}}};
+                    "--reps R --threads N --cold]",
+                    &run, {"json", "cold"}}};
 
 }  // namespace

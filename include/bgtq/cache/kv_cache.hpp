@@ -27,6 +27,7 @@
 #include <cstring>
 #include <memory>
 #include <new>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -283,6 +284,10 @@ class kv_cache {
       if (s.live) b += (s.sink_k.size() + s.sink_v.size() + s.tail_k.size() + s.tail_v.size()) * 2u;
     return b;
   }
+  //! The page pool, read-only: every page of every (layer, KV head), bytes_reserved()
+  //! less the fp16 window buffers. For tools that need the address range, e.g. a
+  //! benchmark that flushes it from the CPU caches before a step (bench::flush_from_caches).
+  std::span<const std::uint8_t> pool() const noexcept { return {pool_.get(), pool_bytes_}; }
   //! Counters of everything encoded so far.
   const encode_stats& stats() const noexcept { return stats_; }
 
