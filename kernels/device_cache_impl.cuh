@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include <bgtq/cuda/device.hpp>
 #include <bgtq/cuda/device_cache.hpp>
 #include <bgtq/cuda/tables.hpp>
 
@@ -173,8 +174,8 @@ bool runs_sm90_code(int device) {
 //! device runs it): the kernel starts while its predecessor finishes and must call
 //! grid_dependency_wait() before it reads anything that kernel writes (what earlier
 //! kernels wrote is visible, since the predecessor itself started after them).
-//! Otherwise, or if the runtime refuses the attribute, a plain launch. The CPU emulator
-//! runs launches one after another: a plain launch.
+//! Otherwise, with BGTQ_NO_PDL set (pdl_disabled), or if the runtime refuses the
+//! attribute, a plain launch. The CPU emulator runs launches one after another: a plain launch.
 #if defined(BGTQ_CUDA_EMULATION)
 #define BGTQ_LAUNCH_OVERLAP(device, kernel, grid, block, smem, stream, ...) \
   ((void)(device), ::bgtq_emu::launch(kernel, grid, block, smem, __VA_ARGS__), cudaGetLastError())
@@ -182,7 +183,7 @@ bool runs_sm90_code(int device) {
 template <class... P, class... A>
 cudaError_t launch_overlap(bool overlap, void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, cudaStream_t st,
                            const A&... args) {
-  if (overlap) {
+  if (overlap && !pdl_disabled()) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = grid;
     cfg.blockDim = block;

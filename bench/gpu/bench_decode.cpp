@@ -552,7 +552,8 @@ int main(int argc, char** argv) {
   if (probe) {
     char name[256];
     if (bgtq::cuda::device_name(0, name, sizeof name) != bgtq::errc::ok) return 1;
-    std::printf("%d CUDA device(s); device 0: %s\n", bgtq::cuda::device_count(), name);
+    std::printf("%d CUDA device(s); device 0: %s; overlapped launches %s\n", bgtq::cuda::device_count(), name,
+                bgtq::cuda::pdl_disabled() ? "off (BGTQ_NO_PDL)" : "on where sm_90 code runs");
     return 0;
   }
   return check ? run_checks(mode, small) : run_bench(quick, tiny, runs, json, mode, window);

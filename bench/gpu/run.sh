@@ -17,7 +17,8 @@
 # each split kernel runs in its own process, so a fault in one keeps the other's results). Stops itself after 7 minutes (BGTQ_GPU_TIMEOUT seconds).
 # Environment: OUT, BGTQ_GPU_BUILD (work dir), BGTQ_GPU_ARCH (e.g. 90), BGTQ_GPU_CTEST=0
 # (skip the CMake/Catch2 path), BGTQ_GPU_QUICK=1 (T up to 32K only), BGTQ_GPU_SANITIZE=0 (skip step 4),
-# BGTQ_GPU_WINDOW=N (window rows with N tokens, 0 skips them), BGTQ_GPU_TIMEOUT, CXX, CUDACXX.
+# BGTQ_GPU_WINDOW=N (window rows with N tokens, 0 skips them), BGTQ_GPU_TIMEOUT, CXX, CUDACXX,
+# BGTQ_NO_PDL=1 (plain launches throughout; a failed check is rerun so once by itself).
 # Exit status: 0 all good, 1 a check failed or a step broke, 124 the time guard fired.
 set -euo pipefail
 
@@ -130,7 +131,24 @@ if [[ $use_ctest -eq 0 ]]; then
   "$WORK/bench_decode" --check --path cuda_cores 2>&1 | tee -a "$CHECKS" >&2 || checks_ok=0
   "$WORK/bench_decode" --check --path tensor_cores 2>&1 | tee -a "$CHECKS" >&2 || checks_ok=0
 fi
-if [[ $checks_ok -eq 1 ]]; then log "checks passed ($((SECONDS - START)) s)"; else log "CHECKS FAILED (see $CHECKS)"; fi
+if [[ $checks_ok -eq 1 ]]; then
+  log "checks passed ($((SECONDS - START)) s)"
+else
+  log "CHECKS FAILED (see $CHECKS)"
+  # the CPU emulator never overlaps launches: rerun with plain ones to tell a
+  # programmatic-dependent-launch fault from a kernel fault (a line per split kernel)
+  if [[ -z "${BGTQ_NO_PDL:-}" ]]; then
+    for path in cuda_cores tensor_cores; do
+      set +e
+      BGTQ_NO_PDL=1 timeout --kill-after=5 90 "$WORK/bench_decode" --check --path "$path" > "$WORK/check_no_pdl_$path.txt" 2>&1
+      nrc=$?
+      set -e
+      verdict="FAILS too (exit $nrc): not the launch overlap"
+      [[ $nrc -eq 0 ]] && verdict="passes: the fault needs overlapped launches (programmatic dependent launch)"
+      echo "diagnosis: bench_decode --check --path $path with BGTQ_NO_PDL=1 $verdict" | tee -a "$CHECKS" >&2
+    done
+  fi
+fi
 
 # ---------------------------------------------------------------- 3. benchmark
 QUICK=()

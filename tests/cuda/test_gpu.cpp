@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <initializer_list>
+#include <string>
 #include <vector>
 
 #include "common.hpp"
@@ -369,4 +370,59 @@ TEST_CASE("tensor-core decode: layers it cannot serve are refused (tensor_cores)
   INFO(r2.what);
   REQUIRE(r2.what.find("shared memory") != std::string::npos);
 #endif
+}
+
+// ---------------------------------------------------------------- plain launches (BGTQ_NO_PDL)
+namespace {
+// Sets BGTQ_NO_PDL for the scope (nullptr: unset), restoring what was there.
+struct scoped_no_pdl {
+  std::string old;
+  bool had = false;
+  explicit scoped_no_pdl(const char* v) {
+    if (const char* e = std::getenv("BGTQ_NO_PDL")) {
+      had = true;
+      old = e;
+    }
+    if (v)
+      setenv("BGTQ_NO_PDL", v, 1);
+    else
+      unsetenv("BGTQ_NO_PDL");
+  }
+  ~scoped_no_pdl() {
+    if (had)
+      setenv("BGTQ_NO_PDL", old.c_str(), 1);
+    else
+      unsetenv("BGTQ_NO_PDL");
+  }
+};
+}  // namespace
+
+TEST_CASE("BGTQ_NO_PDL switches overlapped launches off: unset, empty and 0 keep them", "[gpu]") {
+  {
+    scoped_no_pdl e(nullptr);
+    REQUIRE_FALSE(bc::pdl_disabled());
+  }
+  for (const char* keep_on : {"", "0"}) {
+    scoped_no_pdl e(keep_on);
+    INFO("BGTQ_NO_PDL='" << keep_on << "'");
+    REQUIRE_FALSE(bc::pdl_disabled());
+  }
+  for (const char* off : {"1", "yes", "00"}) {
+    scoped_no_pdl e(off);
+    INFO("BGTQ_NO_PDL='" << off << "'");
+    REQUIRE(bc::pdl_disabled());
+  }
+}
+
+TEST_CASE("decode_attention with plain launches (BGTQ_NO_PDL=1) matches the CPU on both split kernels", "[gpu][decode][mma]") {
+  require_device();
+  scoped_no_pdl e("1");
+  const std::vector<int> lengths{cap(2000), 97, 1};
+  const shape s = decode_shape(128, 2, 8, 4, 16, lengths);
+  for (bc::decode_path path : {bc::decode_path::cuda_cores, bc::decode_path::tensor_cores}) {
+    const bool tc = path == bc::decode_path::tensor_cores;
+    const check_report r = gpu_check_decode(s, mixed_method(), lengths, bc::dtype::f16, 0, 990 + tc, tc ? tc_tol : 1e-4, 0, path);
+    INFO(r.what);
+    REQUIRE(r.ok);
+  }
 }

@@ -9,7 +9,8 @@
 #include <cstring>
 #include <vector>
 
-#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
+#if defined(__x86_64__) || defined(_M_X64) || (defined(__i386__) && defined(__SSE2__))
+#define BGTQ_DETAIL_CLFLUSH 1
 #include <immintrin.h>
 #endif
 
@@ -39,10 +40,10 @@ inline void do_not_optimize(const T& x) {
 //! Evicts [p, p + bytes) from every level of the CPU caches, so the next reads of it come
 //! from memory: a decode step as it runs in a model whose other layers' caches have
 //! displaced this one's (the state the GPU benchmark sets by evicting its L2). x86:
-//! clflush of each 64-byte line, then a fence. Elsewhere: stores over a 1 GiB scratch
+//! clflush of each 64-byte line, then a fence. Elsewhere (no SSE2): stores over a 1 GiB scratch
 //! buffer (allocated on first use), which displaces anything a cache of up to 1 GiB holds.
 inline void flush_from_caches(const void* p, std::size_t bytes) {
-#if defined(__x86_64__) || defined(_M_X64) || defined(__i386__)
+#if defined(BGTQ_DETAIL_CLFLUSH)
   const char* c = static_cast<const char*>(p);
   for (std::size_t off = 0; off < bytes; off += 64) _mm_clflush(c + off);
   if (bytes > 0) _mm_clflush(c + bytes - 1);  // the last line when p is not line-aligned
