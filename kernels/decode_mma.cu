@@ -534,7 +534,9 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
     for (int x = 0; x < 2; ++x) {
       const float mx = warp_max_quad(umax[x]);
       const float mn = fmaxf(m2[x], mx);
-      fac[x] = mn == -INFINITY ? 1.0f : fast_exp2(m2[x] - mn);  // m2 = -inf: 0 (nothing accumulated yet)
+      // m2 = -inf: 0 (nothing accumulated yet); an unchanged maximum is exactly 1 without
+      // relying on ex2.approx(0) == 1, so the rescale below is skipped for sure
+      fac[x] = mn == -INFINITY || mn == m2[x] ? 1.0f : fast_exp2(m2[x] - mn);
       m2[x] = mn;
     }
     float w[4][4];
