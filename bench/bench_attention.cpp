@@ -45,7 +45,7 @@ struct setup final : setup_base {
     const int s[1] = {seq};
     bgtq::decode_attention(cache, 0, std::span<const int>(s, 1), q.data(), out.data(), ws);
   }
-  void flush() const override { bgtq::bench::flush_from_caches(cache.pool().data(), cache.pool().size()); }
+  void flush() const override { bgtq::bench::flush_from_caches(cache.pool()); }
 };
 
 std::unique_ptr<setup_base> make(int kind, int T, int S) {

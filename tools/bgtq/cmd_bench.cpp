@@ -109,7 +109,7 @@ double time_attention(Cache& cache, int seq, const std::vector<float>& q, int re
   };
   // cold: the pages come from memory in every timed step (flushed outside the timing)
   auto flush = [&] {
-    if (cold) bench::flush_from_caches(cache.pool().data(), cache.pool().size());
+    if (cold) bench::flush_from_caches(cache.pool());
   };
   std::vector<double> t;
   step();  // warm

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <vector>
 
 #if defined(__x86_64__) || defined(_M_X64) || (defined(__i386__) && defined(__SSE2__))
@@ -37,20 +38,20 @@ inline void do_not_optimize(const T& x) {
   asm volatile("" : : "r,m"(x) : "memory");
 }
 
-//! Evicts [p, p + bytes) from every level of the CPU caches, so the next reads of it come
+//! Evicts the bytes of `range` (e.g. kv_cache::pool()) from every level of the CPU caches, so the next reads of it come
 //! from memory: a decode step as it runs in a model whose other layers' caches have
 //! displaced this one's (the state the GPU benchmark sets by evicting its L2). x86:
 //! clflush of each 64-byte line, then a fence. Elsewhere (no SSE2): stores over a 1 GiB scratch
 //! buffer (allocated on first use), which displaces anything a cache of up to 1 GiB holds.
-inline void flush_from_caches(const void* p, std::size_t bytes) {
+inline void flush_from_caches(std::span<const std::uint8_t> range) {
 #if defined(BGTQ_DETAIL_CLFLUSH)
-  const char* c = static_cast<const char*>(p);
+  const std::uint8_t* c = range.data();
+  const std::size_t bytes = range.size();
   for (std::size_t off = 0; off < bytes; off += 64) _mm_clflush(c + off);
-  if (bytes > 0) _mm_clflush(c + bytes - 1);  // the last line when p is not line-aligned
+  if (bytes > 0) _mm_clflush(c + bytes - 1);  // the last line when the range is not line-aligned
   _mm_mfence();
 #else
-  (void)p;
-  (void)bytes;
+  (void)range;
   static std::vector<unsigned char> scratch(std::size_t{1} << 30);
   for (std::size_t i = 0; i < scratch.size(); i += 64) scratch[i] = static_cast<unsigned char>(scratch[i] + 1);
   do_not_optimize(scratch[0]);

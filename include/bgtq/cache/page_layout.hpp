@@ -32,6 +32,12 @@ struct bit_plane_layout {
   //! Page sizes must be a multiple of this.
   static constexpr int page_multiple = 64;
 
+  //! The byte of token t in coordinate j's first plane (planes are `plane` = P/8 bytes
+  //! apart, b per coordinate); the one address computation of every load and store below.
+  template <class Byte>
+  BGTQ_HOST_DEVICE static Byte* plane_byte(Byte* region, int j, int b, std::size_t plane, int t) {
+    return region + static_cast<std::size_t>(j) * static_cast<std::size_t>(b) * plane + static_cast<std::size_t>(t >> 3);
+  }
   //! Bytes of a region holding n coordinates of b bits for P tokens.
   BGTQ_HOST_DEVICE static constexpr std::size_t bytes(int n, int b, int P) {
     return static_cast<std::size_t>(n) * static_cast<std::size_t>(b) * static_cast<std::size_t>(P / 8);
@@ -39,10 +45,9 @@ struct bit_plane_layout {
   //! Writes token t's n codes (one per byte).
   BGTQ_HOST_DEVICE static void store(std::uint8_t* region, int n, int b, int P, int t, const std::uint8_t* codes) {
     const std::size_t plane = static_cast<std::size_t>(P / 8);
-    const std::size_t byte = static_cast<std::size_t>(t >> 3);
     const std::uint8_t bit = static_cast<std::uint8_t>(1u << (t & 7));
     for (int j = 0; j < n; ++j) {
-      std::uint8_t* base = region + static_cast<std::size_t>(j) * static_cast<std::size_t>(b) * plane + byte;
+      std::uint8_t* base = plane_byte(region, j, b, plane, t);
       const unsigned c = codes[j];
       for (int k = 0; k < b; ++k) {
         std::uint8_t& x = base[static_cast<std::size_t>(k) * plane];
@@ -54,7 +59,7 @@ struct bit_plane_layout {
   BGTQ_HOST_DEVICE static std::uint32_t load(const std::uint8_t* region, int n, int b, int P, int t, int j) {
     (void)n;
     const std::size_t plane = static_cast<std::size_t>(P / 8);
-    const std::uint8_t* base = region + static_cast<std::size_t>(j) * static_cast<std::size_t>(b) * plane + (t >> 3);
+    const std::uint8_t* base = plane_byte(region, j, b, plane, t);
     std::uint32_t c = 0;
     for (int k = 0; k < b; ++k) c |= static_cast<std::uint32_t>((base[static_cast<std::size_t>(k) * plane] >> (t & 7)) & 1u) << k;
     return c;
@@ -64,7 +69,7 @@ struct bit_plane_layout {
   BGTQ_FORCEINLINE static simd::vi16 load16(const std::uint8_t* region, int n, int P, int t0, int j) {
     (void)n;
     const std::size_t plane = static_cast<std::size_t>(P / 8);
-    const std::uint8_t* base = region + static_cast<std::size_t>(j) * B * plane + (t0 >> 3);
+    const std::uint8_t* base = plane_byte(region, j, B, plane, t0);
     simd::vi16 idx = simd::izero();
     for (int k = 0; k < B; ++k) {
       std::uint16_t m;
@@ -85,7 +90,7 @@ struct bit_plane_layout {
   template <int B, bool Page64 = false>
   BGTQ_FORCEINLINE static __m512i load64(const std::uint8_t* region, int P, int t0, int j) {
     const std::size_t plane = Page64 ? 8u : static_cast<std::size_t>(P / 8);
-    const std::uint8_t* base = region + static_cast<std::size_t>(j) * B * plane + (t0 >> 3);
+    const std::uint8_t* base = plane_byte(region, j, B, plane, t0);
     const __mmask8 m = static_cast<__mmask8>((1u << B) - 1u);
     __m512i planes;
     if (Page64 || plane == 8) {
@@ -124,7 +129,7 @@ struct bit_plane_layout {
   template <int B, bool Page64 = false>
   BGTQ_FORCEINLINE static __m512i load64(const std::uint8_t* region, int P, int t0, int j) {
     const std::size_t plane = Page64 ? 8u : static_cast<std::size_t>(P / 8);
-    const std::uint8_t* base = region + static_cast<std::size_t>(j) * B * plane + (t0 >> 3);
+    const std::uint8_t* base = plane_byte(region, j, B, plane, t0);
     const auto mask = [&](int k) {
       std::uint64_t m;
       std::memcpy(&m, base + static_cast<std::size_t>(k) * plane, 8);
@@ -154,7 +159,7 @@ struct bit_plane_layout {
   template <int B>
   BGTQ_FORCEINLINE static __m256i load32(const std::uint8_t* region, int P, int t0, int j) {
     const std::size_t plane = static_cast<std::size_t>(P / 8);
-    const std::uint8_t* base = region + static_cast<std::size_t>(j) * B * plane + (t0 >> 3);
+    const std::uint8_t* base = plane_byte(region, j, B, plane, t0);
     const __m256i spread = _mm256_setr_epi8(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1,  //
                                             2, 2, 2, 2, 2, 2, 2, 2, 3, 3, 3, 3, 3, 3, 3, 3);
     const __m256i bit = _mm256_set1_epi64x(static_cast<long long>(0x8040201008040201ull));
