@@ -50,20 +50,20 @@ void replay(const std::string& name, F&& target) {
 
 }  // namespace
 
-TEST_CASE("fuzz replay: npy reader over its seeds and regressions", "[fuzz]") { replay("npy", bgtq_fuzz::npy_one); }
-TEST_CASE("fuzz replay: plan loader over its seeds and regressions", "[fuzz]") { replay("plan", bgtq_fuzz::plan_one); }
-TEST_CASE("fuzz replay: packed-page codecs over their seeds and regressions", "[fuzz]") { replay("page", bgtq_fuzz::page_one); }
+TEST_CASE("fuzz replay: npy reader over its seeds and regressions", "[fuzz]") { replay("npy", bgtq_fuzz_test::npy_one); }
+TEST_CASE("fuzz replay: plan loader over its seeds and regressions", "[fuzz]") { replay("plan", bgtq_fuzz_test::plan_one); }
+TEST_CASE("fuzz replay: packed-page codecs over their seeds and regressions", "[fuzz]") { replay("page", bgtq_fuzz_test::page_one); }
 TEST_CASE("fuzz replay: plot eval's results reader over its seeds and regressions", "[fuzz]") {
-  replay("eval_json", bgtq_fuzz::eval_json_one);
+  replay("eval_json", bgtq_fuzz_test::eval_json_one);
 }
 TEST_CASE("fuzz replay: cache + decode attention over its seeds and regressions", "[fuzz]") {
-  replay("attention", bgtq_fuzz::attention_one);
+  replay("attention", bgtq_fuzz_test::attention_one);
 }
 #if BGTQ_FUZZ_HAVE_LLAMA2C
 TEST_CASE("fuzz replay: llama2.c checkpoint loader over its seeds and regressions", "[fuzz]") {
-  replay("llama2c_model", bgtq_fuzz::llama2c_model_one);
+  replay("llama2c_model", bgtq_fuzz_test::llama2c_model_one);
 }
 TEST_CASE("fuzz replay: llama2.c tokenizer loader over its seeds and regressions", "[fuzz]") {
-  replay("llama2c_tokenizer", bgtq_fuzz::llama2c_tokenizer_one);
+  replay("llama2c_tokenizer", bgtq_fuzz_test::llama2c_tokenizer_one);
 }
 #endif
