@@ -31,14 +31,16 @@ test-long: build
 
 # AddressSanitizer + UndefinedBehaviorSanitizer build of the same suite (docs/errors.md):
 # -fno-sanitize-recover=all, plus float-cast-overflow (GCC's -fsanitize=undefined leaves it
-# out; a NaN or huge float cast to int is UB the fuzzers found twice). Skips the install
+# out; a NaN or huge float cast to int is UB the fuzzers found twice). A Debug build (-O0
+# -g, assertions on): the sanitizers check every access as written, and it compiles about
+# 5x faster than -O2 (the suite's run time is seconds either way). Skips the install
 # test (a nested package build, no library code of its own). ASAN_TARGETS / ASAN_LABELS
 # restrict it to some programs and ctest labels (.ci/run uses that to fit its budget).
 ASAN_CXXFLAGS ?= -fsanitize=float-cast-overflow
 ASAN_TARGETS  ?= all
 ASAN_LABELS   ?=
 test-asan: deps
-	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBGTQ_SANITIZE=ON -DBGTQ_BUILD_BENCH=OFF \
+	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DBGTQ_SANITIZE=ON -DBGTQ_BUILD_BENCH=OFF \
 	  -DBGTQ_ENABLE_CUDA=OFF "-DCMAKE_CXX_FLAGS=$(ASAN_CXXFLAGS)" $(CMAKE_ARGS) >/dev/null
 	@cmake --build build-asan -j $(JOBS) --target $(ASAN_TARGETS)
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
