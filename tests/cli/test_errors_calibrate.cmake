@@ -16,6 +16,9 @@ foreach(bad k_d6 k_t8 k_l2 k_h3)
   expect_failure(CMD calibrate RC 1 CATEGORY shape_mismatch MATCH "${bad}.npy|q.npy" DIR ${WORK} ABSENT ${P}
     ARGS --q ${D}/q.npy --k ${D}/${bad}.npy --rope half --avg-bits 3 -o ${P} --quiet)
 endforeach()
+# more layers than a plan holds (4096): refused with the file's name before the energy pass
+expect_failure(CMD calibrate RC 1 CATEGORY shape_mismatch MATCH "q_l4097.npy: Q has 4097 layers; a plan holds at most 4096"
+  DIR ${WORK} ABSENT ${P} ARGS --q ${D}/q_l4097.npy --k ${D}/k_l4097.npy --rope half --avg-bits 3 -o ${P} --quiet)
 # NaN-laden (row 3) and truncated (row 1) .npy
 expect_failure(CMD calibrate RC 1 CATEGORY non_finite MATCH "k_nan.npy: element \\[0, 4, 0, 3\\] \\(flat 35\\) is NaN"
   DIR ${WORK} ABSENT ${P} ARGS --q ${D}/q.npy --k ${D}/k_nan.npy --rope half --avg-bits 3 -o ${P} --quiet)

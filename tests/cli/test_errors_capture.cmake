@@ -32,10 +32,10 @@ expect_failure(CMD capture RC 1 CATEGORY format_error MATCH "text.txt" DIR ${WOR
 file(WRITE ${WORK}/blocker "x")
 expect_failure(CMD capture RC 1 CATEGORY io_error MATCH "blocker" DIR ${WORK} ABSENT ${WORK}/blocker/out
   ARGS --model ${M} --tokenizer ${T} --text ${WORK}/text.txt -o ${WORK}/blocker/out --quiet)
-# an output file that cannot be replaced (k.npy is a directory): the failing file is never
-# half-written and no temporary remains; files completed before it (q.npy) stay complete
+# an output file that cannot be replaced (k.npy is a directory): q.npy, k.npy and v.npy
+# are all-or-nothing, so none is written, and no temporary remains
 file(MAKE_DIRECTORY ${WORK}/out5/k.npy)
-expect_failure(CMD capture RC 1 CATEGORY io_error MATCH "k.npy" DIR ${WORK}/out5 ABSENT ${WORK}/out5/v.npy
+expect_failure(CMD capture RC 1 CATEGORY io_error MATCH "k.npy" DIR ${WORK}/out5 ABSENT ${WORK}/out5/v.npy ${WORK}/out5/q.npy
   ARGS --model ${M} --tokenizer ${T} --text ${WORK}/text.txt -o ${WORK}/out5 --quiet)
 # bad usage: exit 2 with the usage line, nothing written
 expect_failure(CMD capture RC 2 MATCH "--tokens" DIR ${WORK} ABSENT ${WORK}/out6

@@ -111,6 +111,12 @@ TEST_CASE("CLI error-test data: .npy activations with shape, NaN and truncation 
   auto nan = arr({1, 9, 1, 8}, 9);
   nan[4 * 8 + 3] = std::numeric_limits<float>::quiet_NaN();  // element [0, 4, 0, 3]
   check_or_write("k_nan.npy", bgtq::npy_bytes(nan.data(), {1, 9, 1, 8}));
+  // one layer more than a plan holds (bgtq::max_plan_layers = 4096): 32 KiB each
+  check_or_write("q_l4097.npy", npy({4097, 1, 1, 2}, 10));
+  check_or_write("k_l4097.npy", npy({4097, 1, 1, 2}, 11));
+  auto big = arr({1, 9, 1, 8}, 2);
+  big[2 * 8 + 5] = 1.0e5f;  // finite, beyond fp16's 65504: element [0, 2, 0, 5]
+  check_or_write("k_big.npy", bgtq::npy_bytes(big.data(), {1, 9, 1, 8}));
   auto cut = npy({1, 9, 1, 8}, 2);
   cut.resize(cut.size() - 7);
   check_or_write("k_truncated.npy", cut);

@@ -203,6 +203,31 @@ TEST_CASE("write_npy is atomic: no file on failure, clean replacement on success
   CHECK(dir.entries() == std::vector<std::string>{"x.npy"});
 }
 
+TEST_CASE("several arrays through atomic_write_files: all or none, and one file named twice is refused", "[io][npy]") {
+  bgtq_test::temp_dir dir("npy_atomic_set");
+  const std::vector<float> a = {1, 2, 3}, b = {4, 5};
+  const std::string qa = dir.file("q.npy"), ka = dir.file("k.npy"), va = dir.file("v.npy");
+  // the last target is a directory: refused before anything is written (no q.npy, k.npy)
+  std::filesystem::create_directory(va);
+  require_error([&] { bgtq::atomic_write_files({bgtq::npy_output(qa, a.data(), {3}), bgtq::npy_output(ka, b.data(), {2}),
+                                                bgtq::npy_output(va, a.data(), {3})}); },
+                errc::io_error, "v.npy': it is a directory");
+  CHECK(dir.entries() == std::vector<std::string>{"v.npy"});
+  std::filesystem::remove(va);
+  // one file named twice, also through "./" and "sub/..": refused, nothing written
+  std::filesystem::create_directory(dir.file("sub"));
+  for (const std::string& twin : {qa, dir.file("./q.npy"), dir.file("sub/../q.npy")})
+    require_error([&] { bgtq::atomic_write_files({bgtq::npy_output(qa, a.data(), {3}), bgtq::npy_output(twin, b.data(), {2})}); },
+                  errc::invalid_argument, "two outputs name the same file");
+  CHECK(dir.entries() == std::vector<std::string>{"sub"});
+  // success: every file complete
+  bgtq::atomic_write_files({bgtq::npy_output(qa, a.data(), {3}), bgtq::npy_output(ka, b.data(), {2})});
+  CHECK(bgtq::read_npy(qa).data == a);
+  CHECK(bgtq::read_npy(ka).data == b);
+  // the shape errors of npy_bytes come from npy_output itself, before any file is touched
+  require_error([&] { (void)bgtq::npy_output(va, nullptr, {3}); }, errc::invalid_argument, "null data");
+}
+
 TEST_CASE("npy preamble errors: magic, version, header length, truncation", "[io][npy]") {
   const std::vector<float> v = {1, 2, 3, 4, 5, 6};
   const bytes_t good = bgtq::npy_bytes(v.data(), {2, 3});

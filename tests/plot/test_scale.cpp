@@ -55,6 +55,27 @@ TEST_CASE("log_domain_125 widens to the nearest 1-2-5 values", "[plot][scale]") 
   CHECK(near(d.second, 10));
 }
 
+TEST_CASE("log domains stay finite and positive at the ends of the double range", "[plot][scale]") {
+  // 1.7e308 rounds up past the largest double: the domain ends at the data instead of Inf
+  auto d = log_domain_125(1e-300, 1.7e308);
+  CHECK(near(d.first, 1e-300));
+  CHECK(d.second == 1.7e308);
+  // the padded form (the figures' margins): 1.7e308 * 1.1 and 1e-300 / 1.15 would be Inf and
+  // fine, 5e-324 / 1.15 would be 0
+  d = log_domain_padded(1e-300, 1.7e308, 1.15, 1.1);
+  CHECK(std::isfinite(d.second));
+  CHECK(d.second >= 1.7e308);
+  CHECK(d.first > 0);
+  CHECK(d.first <= 1e-300 / 1.15);
+  d = log_domain_padded(5e-324, 1.0, 1.15, 1.1);
+  CHECK(d.first > 0);
+  CHECK(d.first <= 5e-324);
+  CHECK(near(d.second, 2));
+  const auto t = log_ticks(d.first, 1e308);
+  CHECK(t.major.size() <= 9u);  // thinned to at most max_major + 1 labels over 600+ decades
+  CHECK(!t.major.empty());
+}
+
 TEST_CASE("log ticks: majors are the powers of ten inside, minors 2..9 between", "[plot][scale]") {
   const auto t = log_ticks(1e-4, 1e2);
   check_values(t.major, {1e-4, 1e-3, 1e-2, 1e-1, 1, 10, 100});

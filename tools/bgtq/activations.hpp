@@ -2,6 +2,7 @@
 // Loading Q/K/V activation dumps (.npy, [L,T,H,D] or [T,H,D]) for calibrate and eval,
 // with the shape checks every command needs.
 #include <bgtq/io/npy.hpp>
+#include <bgtq/plan/plan.hpp>
 
 #include <string>
 
@@ -62,6 +63,15 @@ inline void check_qkv(const activation_file& q, const activation_file& k, const 
                      ",D=" + std::to_string(q.dim) + "]");
   };
   same(k, "K");
+  // the largest plan (plan/plan.hpp): checked here, before the energy pass, naming the file
+  BGTQ_REQUIRE(q.layers <= max_plan_layers, errc::shape_mismatch,
+               q.path + ": Q has " + std::to_string(q.layers) + " layers; a plan holds at most " + std::to_string(max_plan_layers));
+  BGTQ_REQUIRE(k.heads <= max_plan_kv_heads, errc::shape_mismatch,
+               k.path + ": K has " + std::to_string(k.heads) + " heads; a plan holds at most " + std::to_string(max_plan_kv_heads) +
+                   " KV heads");
+  BGTQ_REQUIRE(q.heads <= max_plan_q_heads, errc::shape_mismatch,
+               q.path + ": Q has " + std::to_string(q.heads) + " heads; a plan holds at most " + std::to_string(max_plan_q_heads) +
+                   " query heads");
   BGTQ_REQUIRE(q.heads % k.heads == 0, errc::shape_mismatch,
                "query heads " + std::to_string(q.heads) + " (" + q.path + ") are not a multiple of KV heads " +
                    std::to_string(k.heads) + " (" + k.path + ")");

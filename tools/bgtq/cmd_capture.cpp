@@ -39,6 +39,9 @@ int run(bgtq::cli::args& a) {
   (void)model_path, (void)tok_path, (void)text_path, (void)want, (void)out_dir, (void)json;
   bgtq::fail(bgtq::errc::unsupported, "this build has no .npy writer (bgtq/io/npy.hpp)");
 #else
+  // before the work: a file in the way of the output directory fails now, not after the
+  // forward pass (the directory itself is created only when the arrays are written)
+  bgtq::check_output_dir(out_dir, "-o");
   const auto t0 = std::chrono::steady_clock::now();
   const lc::model m = lc::model::load(model_path);
   const lc::config& c = m.cfg();
@@ -77,9 +80,10 @@ int run(bgtq::cli::args& a) {
              D = static_cast<std::size_t>(act.head_dim);
   const std::vector<std::size_t> q_shape{L, Tz, Hq, D}, kv_shape{L, Tz, Hkv, D};
   const std::filesystem::path dir(out_dir);
-  bgtq::write_npy((dir / "q.npy").string(), act.q.data(), q_shape);
-  bgtq::write_npy((dir / "k.npy").string(), act.k.data(), kv_shape);
-  bgtq::write_npy((dir / "v.npy").string(), act.v.data(), kv_shape);
+  // all three or none (a failure on v.npy leaves no new q.npy / k.npy behind)
+  bgtq::atomic_write_files({bgtq::npy_output((dir / "q.npy").string(), act.q.data(), q_shape),
+                            bgtq::npy_output((dir / "k.npy").string(), act.k.data(), kv_shape),
+                            bgtq::npy_output((dir / "v.npy").string(), act.v.data(), kv_shape)});
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   bgtq::cli::progress("[capture] wrote q.npy, k.npy, v.npy to " + out_dir + " in " + std::to_string(sec) + " s");
 

@@ -196,6 +196,9 @@ int run(cli::args& a) {
   const lc::model m = lc::model::load(dir + "/stories260K.bin");
   const lc::tokenizer tok = lc::tokenizer::load(dir + "/tok512.bin", m.cfg().vocab_size);
   const auto docs = lc::read_documents(dir + "/sample_text.txt");
+  // two documents calibrate, the next ones (at least one of 2+ tokens) are scored
+  BGTQ_REQUIRE(docs.size() >= 3, bgtq::errc::invalid_argument,
+               dir + "/sample_text.txt: " + std::to_string(docs.size()) + " document(s), the demo needs at least 3 (one per line)");
   const auto calib = lc::encode_documents(tok, std::vector<std::string>(docs.begin(), docs.begin() + 2),
                                           static_cast<std::size_t>(m.cfg().seq_len));
   const auto spec = cli::parse_kv_spec("k3v3");
@@ -211,8 +214,10 @@ int run(cli::args& a) {
   for (std::size_t i = 2; i < docs.size() && ev.size() < 4; ++i) {
     auto t = tok.encode(docs[i], true, false);
     if (t.size() > static_cast<std::size_t>(m.cfg().seq_len)) t.resize(static_cast<std::size_t>(m.cfg().seq_len));
-    ev.push_back(t);
+    if (t.size() >= 2) ev.push_back(t);
   }
+  BGTQ_REQUIRE(!ev.empty(), bgtq::errc::invalid_argument,
+               dir + "/sample_text.txt: no document after the first two has 2 or more tokens to score");
   std::printf("   %-8s %8s %12s\n", "kv", "ppl", "B/tok/head");
   for (const char* name : {"fp32", "fp16", "tq3", "bgtq3", "kivi3"}) {
     auto b = cli::make_kv_backend(cli::parse_kv_spec(name), m, calib, &bytes);

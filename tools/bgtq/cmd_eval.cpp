@@ -111,9 +111,11 @@ int run(cli::args& a) {
     for (const auto& m : methods) {
       method_result r;
       if (m.method == "fp16") {
-        for (std::size_t i = 0; i < nk; ++i) khat[i] = half_bits_to_float(float_to_half_bits(kl[i]));
+        // as the fp16 cache stores them (docs/errors.md, row 19): clamped to +-65504, never Inf
+        const auto fp16 = [](float x) { return half_bits_to_float(float_to_half_bits(std::clamp(x, -half_max, half_max))); };
+        for (std::size_t i = 0; i < nk; ++i) khat[i] = fp16(kl[i]);
         if (vl)
-          for (std::size_t i = 0; i < nk; ++i) vhat[i] = half_bits_to_float(float_to_half_bits(vl[i]));
+          for (std::size_t i = 0; i < nk; ++i) vhat[i] = fp16(vl[i]);
         r.key_bytes = r.value_bytes = 2.0 * D;
       } else if (m.method == "kivi" || m.method == "kivi-sym") {
         kivi_options o;

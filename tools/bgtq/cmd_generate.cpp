@@ -35,7 +35,10 @@ int run(bgtq::cli::args& a) {
 
   // Block-GTQ plans are calibrated on the prompt unless a calibration text is given.
   std::vector<int> calib = in;
-  if (calib_text) calib = lc::encode_documents(tok, lc::read_documents(*calib_text), static_cast<std::size_t>(m.cfg().seq_len));
+  if (calib_text) {
+    calib = lc::encode_documents(tok, lc::read_documents(*calib_text), static_cast<std::size_t>(m.cfg().seq_len));
+    BGTQ_REQUIRE(!calib.empty(), bgtq::errc::invalid_argument, *calib_text + ": no text to calibrate on (--calib-text)");
+  }
   double bytes = 0;
   const auto kv = bgtq::cli::make_kv_backend(spec, m, calib, &bytes);
   lc::engine eng(m, *kv);

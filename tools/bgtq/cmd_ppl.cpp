@@ -36,6 +36,7 @@ int run(cli::args& a) {
   const std::size_t seq = static_cast<std::size_t>(m.cfg().seq_len);
   if (calib_text) {
     calib = lc::encode_documents(tok, lc::read_documents(*calib_text), seq);
+    BGTQ_REQUIRE(!calib.empty(), errc::invalid_argument, *calib_text + ": no text to calibrate on (--calib-text)");
   } else {
     first_eval = std::min<std::size_t>(static_cast<std::size_t>(calib_docs), docs.size() - 1);
     calib = lc::encode_documents(tok, std::vector<std::string>(docs.begin(), docs.begin() + static_cast<long>(first_eval)), seq);

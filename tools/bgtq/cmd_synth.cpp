@@ -10,6 +10,7 @@
 #include <bgtq/core/error.hpp>
 #include <bgtq/io/json.hpp>
 #include <bgtq/io/npy.hpp>
+#include <bgtq/plan/plan.hpp>
 #include <bgtq/rope/layout.hpp>
 #include <bgtq/synth/synth.hpp>
 
@@ -27,11 +28,12 @@ constexpr const char* usage =
 
 int run(bgtq::cli::args& a) {
   bgtq::synth_config c;
-  c.layers = static_cast<int>(a.require_int("layers", 1, 1 << 20));
+  // layers, heads and dim within what plans (calibrate, eval) accept (plan/plan.hpp)
+  c.layers = static_cast<int>(a.require_int("layers", 1, bgtq::max_plan_layers));
   c.tokens = static_cast<int>(a.require_int("tokens", 1, 1L << 30));
-  c.q_heads = static_cast<int>(a.require_int("q-heads", 1, 1 << 16));
-  c.kv_heads = static_cast<int>(a.require_int("kv-heads", 1, 1 << 16));
-  const int dim = static_cast<int>(a.require_int("dim", 2, 1024));  // what plans (calibrate, eval) accept
+  c.q_heads = static_cast<int>(a.require_int("q-heads", 1, bgtq::max_plan_q_heads));
+  c.kv_heads = static_cast<int>(a.require_int("kv-heads", 1, bgtq::max_plan_kv_heads));
+  const int dim = static_cast<int>(a.require_int("dim", 2, 1024));
   const std::string rope_name = a.require("rope");
   int rotary = static_cast<int>(a.get_int("rotary-dim", -1, -1, 1 << 16));  // default: all of D
   const double base = a.get_double("rope-base", 10000.0, 1.0, 1e12);
@@ -87,9 +89,9 @@ int run(bgtq::cli::args& a) {
   const std::vector<std::size_t> kv_shape{L, T, static_cast<std::size_t>(c.kv_heads), D};
   const std::string qp = (fs::path(dir) / "q.npy").string(), kp = (fs::path(dir) / "k.npy").string(),
                     vp = (fs::path(dir) / "v.npy").string();
-  bgtq::write_npy(qp, s.q.data(), q_shape);
-  bgtq::write_npy(kp, s.k.data(), kv_shape);
-  bgtq::write_npy(vp, s.v.data(), kv_shape);
+  // all three or none (a failure on v.npy leaves no new q.npy / k.npy behind)
+  bgtq::atomic_write_files({bgtq::npy_output(qp, s.q.data(), q_shape), bgtq::npy_output(kp, s.k.data(), kv_shape),
+                            bgtq::npy_output(vp, s.v.data(), kv_shape)});
   bgtq::cli::progress("[synth] wrote " + qp + ", " + kp + ", " + vp);
 
   if (json) {

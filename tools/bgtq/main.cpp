@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <iostream>
 #include <string>
 
 #include <bgtq/core/error.hpp>
@@ -36,7 +37,13 @@ int main(int argc, char** argv) {
     }
     try {
       bgtq::cli::args a(argc, argv, 2, c.flags);
-      return c.run(a);
+      const int rc = c.run(a);
+      // results printed to stdout (tables, --json) count as output: a full disk or a closed
+      // pipe must not exit 0 with a truncated result
+      std::cout.flush();
+      if (std::fflush(stdout) != 0 || std::ferror(stdout) || !std::cout)
+        bgtq::fail(bgtq::errc::io_error, "writing the result to standard output failed");
+      return rc;
     } catch (const bgtq::cli::usage_error& e) {
       std::fprintf(stderr, "bgtq %s: %s\nusage: bgtq %s %s\n", c.name, e.what(), c.name, c.usage);
       return 2;

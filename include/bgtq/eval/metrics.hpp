@@ -15,6 +15,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <numeric>
 #include <vector>
 
@@ -48,6 +49,7 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
   BGTQ_REQUIRE(t_begin >= 0 && t_begin < T, errc::invalid_argument,
                "compare_attention: first query " + std::to_string(t_begin) + " outside [0, " + std::to_string(T) + ")");
   using mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
+  constexpr int query_block = 64;
   const int G = Hq / Hkv;
   const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(D));
   auto gather = [&](const float* x, int heads, int h, int t0, int t1) {
@@ -69,21 +71,30 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
     }
     for (int g = h * G; g < (h + 1) * G; ++g) {
       const mat Q = gather(q, Hq, g, t_begin, T);
-      const mat S = Q * K.transpose() * inv_sqrt_d;    // [Tq][T]
-      const mat Sh = Q * Kh.transpose() * inv_sqrt_d;
+      // the scores of query_block queries at a time against the keys they see (causal):
+      // memory linear in T (a whole [Tq][T] pair of matrices would be 2 * 8 * T^2 bytes,
+      // 17 GB at T = 32K)
+      mat S, Sh;
       for (int i = 0; i < T - t_begin; ++i) {
         const int t = t_begin + i;
         const int n = t + 1;
+        const int ib = i % query_block;  // row of this query in the block
+        if (ib == 0) {
+          const int rows = std::min(query_block, T - t_begin - i);
+          const int cols = t + rows;  // keys [0, cols) cover the block's last query
+          S = Q.middleRows(i, rows) * K.topRows(cols).transpose() * inv_sqrt_d;
+          Sh = Q.middleRows(i, rows) * Kh.topRows(cols).transpose() * inv_sqrt_d;
+        }
         double mx = -INFINITY, mxh = -INFINITY;
         for (int s = 0; s < n; ++s) {
-          mae += std::fabs(S(i, s) - Sh(i, s));
-          mx = std::max(mx, S(i, s));
-          mxh = std::max(mxh, Sh(i, s));
+          mae += std::fabs(S(ib, s) - Sh(ib, s));
+          mx = std::max(mx, S(ib, s));
+          mxh = std::max(mxh, Sh(ib, s));
         }
         double z = 0, zh = 0;
         for (int s = 0; s < n; ++s) {
-          z += (p[static_cast<std::size_t>(s)] = std::exp(S(i, s) - mx));
-          zh += (ph[static_cast<std::size_t>(s)] = std::exp(Sh(i, s) - mxh));
+          z += (p[static_cast<std::size_t>(s)] = std::exp(S(ib, s) - mx));
+          zh += (ph[static_cast<std::size_t>(s)] = std::exp(Sh(ib, s) - mxh));
         }
         double kli = 0;
         for (int s = 0; s < n; ++s) {

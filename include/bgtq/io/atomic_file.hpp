@@ -28,6 +28,14 @@ inline std::filesystem::path temp_path_for(const std::filesystem::path& target) 
   std::random_device rd;
   return dir / (target.filename().string() + ".tmp." + std::to_string(rd()));
 }
+//! Whether two output paths name one file: equal after making them absolute and
+//! resolving the symlinks and "." / ".." of the part that exists (weakly_canonical).
+inline bool same_target(const std::string& a, const std::string& b) {
+  std::error_code ea, eb;
+  const std::filesystem::path ca = std::filesystem::weakly_canonical(a, ea), cb = std::filesystem::weakly_canonical(b, eb);
+  if (ea || eb) return a == b;
+  return ca == cb;
+}
 }  // namespace detail
 
 //! One output of atomic_write_files: a target path and the function that writes it.
@@ -42,9 +50,19 @@ struct output_file {
 //! writer (a missing directory for the second file, a full disk) leaves every target as
 //! it was. (A rename failing after an earlier one succeeded, e.g. across a permission
 //! change between the two, is the one case that can leave the first file replaced.)
-//! @throws bgtq::error(io_error) naming the file; rethrows whatever a writer throws.
+//! @throws bgtq::error(invalid_argument) if two outputs name the same file (the second
+//!         rename would silently replace the first), io_error if a target is a
+//!         directory, both before anything is written; io_error naming the file;
+//!         rethrows whatever a writer throws.
 inline void atomic_write_files(const std::vector<output_file>& files) {
   namespace fs = std::filesystem;
+  for (std::size_t i = 0; i < files.size(); ++i) {
+    for (std::size_t j = 0; j < i; ++j)
+      if (detail::same_target(files[i].path, files[j].path))
+        fail(errc::invalid_argument, "two outputs name the same file: '" + files[j].path + "' and '" + files[i].path + "'");
+    std::error_code ec;
+    if (fs::is_directory(files[i].path, ec)) fail(errc::io_error, "cannot replace '" + files[i].path + "': it is a directory");
+  }
   std::vector<fs::path> tmps;
   try {
     for (const output_file& f : files) {
@@ -95,6 +113,27 @@ inline void check_output_path(const std::string& path, const std::string& what) 
     if (!os) fail(errc::io_error, what + " '" + path + "': cannot create a file in '" + dir.string() + "'");
   }
   fs::remove(probe, ec);
+}
+
+//! check_output_path for an output directory that may not exist yet (it is created when
+//! the results are written): `dir` is a directory, or its nearest existing ancestor is
+//! one, so that creating it later can work. Creates nothing.
+//! @throws bgtq::error(io_error) naming the option, the path and the blocking file.
+inline void check_output_dir(const std::string& dir, const std::string& what) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::path p = fs::absolute(fs::path(dir), ec);
+  if (ec) fail(errc::io_error, what + " '" + dir + "': " + ec.message());
+  for (;;) {
+    const fs::file_status st = fs::status(p, ec);
+    if (fs::exists(st)) {
+      if (!fs::is_directory(st))
+        fail(errc::io_error, what + " '" + dir + "': '" + p.string() + "' exists and is not a directory");
+      return;
+    }
+    if (!p.has_parent_path() || p.parent_path() == p) return;  // nothing of the path exists: created later
+    p = p.parent_path();
+  }
 }
 
 namespace detail {

@@ -503,12 +503,33 @@ inline npy_array read_npy(const std::string& path) {
 //! The bytes of a .npy file holding `data` (prod(shape) floats, C order) stored as
 //! `dtype`: format 1.0 (2.0 only if the header exceeds 65535 bytes), byte-identical to
 //! NumPy's np.save. f16 rounds to nearest even via bgtq::float_to_half_bits (magnitudes
-//! above 65504 become Inf).
+//! of 65520 and more become Inf; 65504 < |x| < 65520 rounds to 65504).
 //! @throws bgtq::error(invalid_argument) for null data with a non-empty shape or a
 //!         shape whose size overflows.
 inline std::vector<unsigned char> npy_bytes(const float* data, const std::vector<std::size_t>& shape,
                                             npy_dtype dtype = npy_dtype::f32) {
   return detail::npy_bytes_version(data, shape, dtype, 0);
+}
+
+//! The .npy file npy_bytes(data, shape, dtype) as one output of atomic_write_files, for
+//! writing several arrays all-or-nothing (e.g. q.npy, k.npy and v.npy together: a failure
+//! on the last leaves none of them replaced). The data is converted in chunks when
+//! written, not copied whole; `data` must stay valid until then.
+//! @throws bgtq::error(invalid_argument) as npy_bytes (here, not when written).
+inline output_file npy_output(const std::string& path, const float* data, const std::vector<std::size_t>& shape,
+                              npy_dtype dtype = npy_dtype::f32) {
+  const std::size_t count = detail::npy_write_count(data, shape, dtype);
+  std::vector<unsigned char> header = detail::npy_header_bytes(shape, dtype, 0);
+  return output_file{path, [data, count, dtype, header = std::move(header)](std::ostream& os) {
+                       os.write(reinterpret_cast<const char*>(header.data()), static_cast<std::streamsize>(header.size()));
+                       constexpr std::size_t chunk = 1 << 16;
+                       std::vector<unsigned char> buf(chunk * npy_itemsize(dtype));
+                       for (std::size_t i = 0; i < count; i += chunk) {
+                         const std::size_t n = count - i < chunk ? count - i : chunk;
+                         detail::npy_encode(data + i, n, dtype, buf.data());
+                         os.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(n * npy_itemsize(dtype)));
+                       }
+                     }};
 }
 
 //! Writes npy_bytes(data, shape, dtype) to `path` atomically (bgtq::atomic_write_file):
@@ -517,18 +538,7 @@ inline std::vector<unsigned char> npy_bytes(const float* data, const std::vector
 //! @throws bgtq::error(io_error) if the file cannot be written; invalid_argument as npy_bytes.
 inline void write_npy(const std::string& path, const float* data, const std::vector<std::size_t>& shape,
                       npy_dtype dtype = npy_dtype::f32) {
-  const std::size_t count = detail::npy_write_count(data, shape, dtype);
-  const std::vector<unsigned char> header = detail::npy_header_bytes(shape, dtype, 0);
-  atomic_write_file(path, [&](std::ostream& os) {
-    os.write(reinterpret_cast<const char*>(header.data()), static_cast<std::streamsize>(header.size()));
-    constexpr std::size_t chunk = 1 << 16;
-    std::vector<unsigned char> buf(chunk * npy_itemsize(dtype));
-    for (std::size_t i = 0; i < count; i += chunk) {
-      const std::size_t n = count - i < chunk ? count - i : chunk;
-      detail::npy_encode(data + i, n, dtype, buf.data());
-      os.write(reinterpret_cast<const char*>(buf.data()), static_cast<std::streamsize>(n * npy_itemsize(dtype)));
-    }
-  });
+  atomic_write_files({npy_output(path, data, shape, dtype)});
 }
 
 //! Checks that every value of `a` is finite.

@@ -58,6 +58,12 @@ struct group_spec {
   friend bool operator==(const group_spec&, const group_spec&) = default;
 };
 
+//! The largest shape a plan holds (validate, the plan readers, build_plan): layers, KV
+//! heads and query heads.
+inline constexpr int max_plan_layers = 4096;
+inline constexpr int max_plan_kv_heads = 4096;
+inline constexpr int max_plan_q_heads = 65536;
+
 //! The key plan of one (layer, KV head).
 struct head_plan {
   std::vector<int> widths;         //!< bit width per RoPE block (size L)
@@ -150,13 +156,14 @@ inline head_plan make_head_plan(const std::vector<int>& widths, std::uint64_t he
 //! first problem (layer, head, group, block, value).
 inline void validate(const plan& p) {
   auto where = [](int l, int h) { return "layer " + std::to_string(l) + " kv_head " + std::to_string(h); };
-  BGTQ_REQUIRE(p.layers >= 1 && p.layers <= 4096, errc::invalid_argument, "plan: layers = " + std::to_string(p.layers));
-  BGTQ_REQUIRE(p.kv_heads >= 1 && p.kv_heads <= 4096, errc::invalid_argument,
+  BGTQ_REQUIRE(p.layers >= 1 && p.layers <= max_plan_layers, errc::invalid_argument, "plan: layers = " + std::to_string(p.layers));
+  BGTQ_REQUIRE(p.kv_heads >= 1 && p.kv_heads <= max_plan_kv_heads, errc::invalid_argument,
                "plan: kv_heads = " + std::to_string(p.kv_heads));
   BGTQ_REQUIRE(p.q_heads >= p.kv_heads && p.q_heads % p.kv_heads == 0, errc::invalid_argument,
                "plan: q_heads = " + std::to_string(p.q_heads) + " is not a multiple of kv_heads = " +
                    std::to_string(p.kv_heads));
-  BGTQ_REQUIRE(p.q_heads <= 65536, errc::invalid_argument, "plan: q_heads = " + std::to_string(p.q_heads) + " > 65536");
+  BGTQ_REQUIRE(p.q_heads <= max_plan_q_heads, errc::invalid_argument,
+               "plan: q_heads = " + std::to_string(p.q_heads) + " > " + std::to_string(max_plan_q_heads));
   BGTQ_REQUIRE(static_cast<unsigned>(p.rope.pairing) <= 1u, errc::invalid_argument, "plan: unknown RoPE pairing");
   BGTQ_REQUIRE(static_cast<unsigned>(p.codebook) <= 2u, errc::invalid_argument, "plan: unknown codebook kind");
   BGTQ_REQUIRE(static_cast<unsigned>(p.key_radius) <= 1u && static_cast<unsigned>(p.value_radius) <= 1u,

@@ -17,6 +17,7 @@
 //! allocated), then bgtq::validate. serialize_plan and deserialize_plan are exact
 //! inverses: deserialize_plan(serialize_plan(p)) == p.
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstddef>
@@ -289,9 +290,9 @@ inline plan deserialize_plan(const void* bytes, std::size_t size, const std::str
 
   detail::le_reader r(b, detail::plan_header_bytes, end, name);
   plan p;
-  p.layers = r.i32_in("layers", 1, 4096);
-  p.kv_heads = r.i32_in("kv_heads", 1, 4096);
-  p.q_heads = r.i32_in("q_heads", 1, 65536);
+  p.layers = r.i32_in("layers", 1, max_plan_layers);
+  p.kv_heads = r.i32_in("kv_heads", 1, max_plan_kv_heads);
+  p.q_heads = r.i32_in("q_heads", 1, max_plan_q_heads);
   p.rope.head_dim = r.i32_in("head_dim", 2, 1024);
   if (p.rope.head_dim % 2 != 0) r.bad("head_dim = " + std::to_string(p.rope.head_dim) + " is odd");
   p.rope.rotary_dim = r.i32_in("rotary_dim", 0, p.rope.head_dim);
@@ -410,9 +411,17 @@ inline plan load_plan(const std::string& path) {
   std::ifstream in;
   const std::uintmax_t fsz = detail::open_for_reading(path, in);
   BGTQ_REQUIRE(fsz <= (std::uintmax_t{1} << 40), errc::format_error, path + ": " + std::to_string(fsz) + " bytes is too large for a plan file");
-  std::vector<unsigned char> bytes(static_cast<std::size_t>(fsz));
-  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
-  if (static_cast<std::size_t>(in.gcount()) != bytes.size()) fail(errc::io_error, "read from '" + path + "' failed");
+  // the magic first: another file passed as a plan (a large .npy) fails before the rest
+  // of it is read into memory, with deserialize_plan's message
+  const std::size_t head = static_cast<std::size_t>(std::min<std::uintmax_t>(fsz, 8));
+  std::vector<unsigned char> bytes(head);
+  in.read(reinterpret_cast<char*>(bytes.data()), static_cast<std::streamsize>(head));
+  if (static_cast<std::size_t>(in.gcount()) != head) fail(errc::io_error, "read from '" + path + "' failed");
+  if (!std::equal(bytes.begin(), bytes.end(), detail::plan_magic)) (void)deserialize_plan(bytes.data(), head, path);
+  bytes.resize(static_cast<std::size_t>(fsz));
+  const std::size_t rest = bytes.size() - head;
+  in.read(reinterpret_cast<char*>(bytes.data() + head), static_cast<std::streamsize>(rest));
+  if (static_cast<std::size_t>(in.gcount()) != rest) fail(errc::io_error, "read from '" + path + "' failed");
   return deserialize_plan(bytes.data(), bytes.size(), path);
 }
 

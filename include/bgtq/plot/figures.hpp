@@ -86,7 +86,7 @@ inline std::string energy_figure(const plan& p, int layer, int kv_head, const st
   svg_canvas c(W, H);
   const area a{84, 74, W - 84 - 40, 250};
   const area aw{a.x, a.bottom() + 16, a.w, 96};
-  const auto dom = log_domain_125(smin / 1.5, smax * 1.05);
+  const auto dom = log_domain_padded(smin, smax, 1.5, 1.05);
   const log_scale ys{dom.first, dom.second, a.bottom(), a.y};
   const int wtop = std::max({p.b_max, wmax, 1});
   const linear_scale ws{0, static_cast<double>(wtop), aw.bottom(), aw.y};
@@ -474,7 +474,7 @@ inline std::string eval_figure(const eval_table& t, const std::string& title = "
   std::function<double(double)> ymap;
   double ylo = 0, yhi = 0;
   if (use_log) {
-    const auto d = log_domain_125(lo / 1.15, hi * 1.1);
+    const auto d = log_domain_padded(lo, hi, 1.15, 1.1);
     ylo = d.first;
     yhi = d.second;
     const log_scale s{d.first, d.second, top + ph, top};

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -108,7 +109,18 @@ inline std::pair<double, double> log_domain_125(double lo, double hi) {
     const long m = std::lround(a / p);
     b = (m == 1 ? 2.0 : m == 2 ? 5.0 : 10.0) * p;
   }
+  if (!std::isfinite(b)) b = std::max(hi, 1e308);  // the next 1-2-5 value above ~1.8e308 overflows
+  if (!(a > 0)) a = std::min(lo, std::numeric_limits<double>::min());
   return {a, b};
+}
+
+//! log_domain_125 of [lo / down, hi * up] (a margin around the data, down, up >= 1),
+//! the margins saturating at the smallest normal and the largest finite double instead
+//! of reaching 0 or Inf for extreme data.
+inline std::pair<double, double> log_domain_padded(double lo, double hi, double down, double up) {
+  constexpr double tiny = std::numeric_limits<double>::min(), huge = std::numeric_limits<double>::max();
+  const double l = lo / down, h = hi * up;
+  return log_domain_125(std::min(lo, l < tiny ? tiny : l), std::max(hi, h > huge ? huge : h));
 }
 
 //! Ticks of a log axis.
