@@ -7,8 +7,8 @@
 // in random order, so the timed sequence's pages are spread over an S-times larger
 // pool}. D = 128, Hq = 32, Hkv = 8. Counters: tokens_per_s (cached tokens attended per
 // second, all KV heads). The caches are built once per argument set and kept.
-// BM_decode_cold: the same steps with the cache's page pool flushed from the CPU caches
-// before each one (outside the timing), as in a model whose other layers displaced it.
+// BM_decode_cold: the same steps with the cache's page pool (and any fp16 window) flushed
+// from the CPU caches before each one (outside the timing), as in a model whose other layers displaced it.
 #include <benchmark/benchmark.h>
 
 #include <bgtq/bench/timing.hpp>
@@ -45,7 +45,7 @@ struct setup final : setup_base {
     const int s[1] = {seq};
     bgtq::decode_attention(cache, 0, std::span<const int>(s, 1), q.data(), out.data(), ws);
   }
-  void flush() const override { bgtq::bench::flush_from_caches(cache.pool()); }
+  void flush() const override { bgtq::bench::flush_decode_reads(cache, std::span<const int>(&seq, 1), 0); }
 };
 
 std::unique_ptr<setup_base> make(int kind, int T, int S) {

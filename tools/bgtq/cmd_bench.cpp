@@ -7,6 +7,7 @@
 #include <bgtq/io/json.hpp>
 #include <bgtq/plan/build.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -34,6 +35,24 @@ int bench_encode(cli::args& a) {
   const double mb = a.get_double("mb", 64, 1, 4096);
   const int reps = static_cast<int>(a.get_int("reps", 5, 1, 1000));
   a.finish();
+  // every list entry is checked before anything is allocated or measured
+  std::vector<rotation_kind> rotations;
+  for (const auto& rs : rot_list) {
+    try {
+      rotations.push_back(parse_rotation_kind(rs));
+    } catch (const bgtq::error& e) {
+      throw cli::usage_error(std::string("--rotations: ") + e.what());
+    }
+  }
+  const bool pow2 = (dim & (dim - 1)) == 0;
+  if (!pow2 && std::all_of(rotations.begin(), rotations.end(), [](rotation_kind k) { return k == rotation_kind::hadamard; }))
+    throw cli::usage_error("--rotations hadamard needs a power-of-two --dim, got " + std::to_string(dim));
+  std::vector<int> bits;
+  for (const auto& bs : bits_list) {
+    const long long b = cli::parse_int(bs, "--bits");
+    if (b < 1 || b > 8) throw cli::usage_error("--bits entries must be in 1..8, got " + bs);
+    bits.push_back(static_cast<int>(b));
+  }
   const std::size_t count = static_cast<std::size_t>(mb * (1 << 20) / (4.0 * dim));
   std::vector<float> x(count * static_cast<std::size_t>(dim));
   counter_rng r(1);
@@ -41,12 +60,12 @@ int bench_encode(cli::args& a) {
   cli::progress("[bench encode] copy bandwidth ...");
   const double copy = bench::copy_bandwidth_gbps();
   std::vector<encode_row> rows;
-  for (const auto& rs : rot_list) {
-    const rotation_kind rk = parse_rotation_kind(rs);
-    if (rk == rotation_kind::hadamard && (dim & (dim - 1)) != 0) continue;
-    for (const auto& bs : bits_list) {
-      const int b = static_cast<int>(cli::parse_int(bs, "--bits"));
-      if (b < 1 || b > 8) throw cli::usage_error("--bits entries must be in 1..8");
+  for (const rotation_kind rk : rotations) {
+    if (rk == rotation_kind::hadamard && !pow2) {
+      cli::progress("[bench encode] hadamard skipped: --dim " + std::to_string(dim) + " is not a power of two");
+      continue;
+    }
+    for (const int b : bits) {
       tq_params p;
       p.dim = dim;
       p.bits = b;
@@ -107,9 +126,10 @@ double time_attention(Cache& cache, int seq, const std::vector<float>& q, int re
     else
       bgtq::decode_attention(cache, 0, std::span<const int>(seqs, 1), q.data(), out.data(), ws[0]);
   };
-  // cold: the pages come from memory in every timed step (flushed outside the timing)
+  // cold: the pages and the fp16 window come from memory in every timed step (flushed
+  // outside the timing)
   auto flush = [&] {
-    if (cold) bench::flush_from_caches(cache.pool());
+    if (cold) bench::flush_decode_reads(cache, std::span<const int>(seqs, 1), 0);
   };
   std::vector<double> t;
   step();  // warm
@@ -137,6 +157,7 @@ int bench_attention(cli::args& a) {
   const int recent = static_cast<int>(a.get_int("recent", 0, 0, 65536));
   a.finish();
   if (Hq % Hkv) throw cli::usage_error("--q-heads must be a multiple of --kv-heads");
+  if (D % 2) throw cli::usage_error("--dim must be even (RoPE pairs dims), got " + std::to_string(D));
   // packed caches to time (fp16 always runs: it is the ratio's baseline)
   std::vector<std::string> methods;
   for (const auto& m : method_list) {

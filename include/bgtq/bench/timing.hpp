@@ -38,6 +38,24 @@ inline void do_not_optimize(const T& x) {
   asm volatile("" : : "r,m"(x) : "memory");
 }
 
+namespace detail {
+#if defined(BGTQ_DETAIL_CLFLUSH)
+// clflush of every 64-byte line of [p, p + bytes), no fence.
+inline void clflush_lines(const std::uint8_t* p, std::size_t bytes) {
+  for (std::size_t off = 0; off < bytes; off += 64) _mm_clflush(p + off);
+  if (bytes > 0) _mm_clflush(p + bytes - 1);  // the last line when the range is not line-aligned
+}
+#else
+// Stores over a 1 GiB scratch buffer (allocated on first use): displaces anything a cache
+// of up to 1 GiB holds.
+inline void displace_caches() {
+  static std::vector<unsigned char> scratch(std::size_t{1} << 30);
+  for (std::size_t i = 0; i < scratch.size(); i += 64) scratch[i] = static_cast<unsigned char>(scratch[i] + 1);
+  do_not_optimize(scratch[0]);
+}
+#endif
+}  // namespace detail
+
 //! Evicts the bytes of `range` (e.g. kv_cache::pool()) from every level of the CPU caches, so the next reads of it come
 //! from memory: a decode step as it runs in a model whose other layers' caches have
 //! displaced this one's (the state the GPU benchmark sets by evicting its L2). x86:
@@ -45,16 +63,36 @@ inline void do_not_optimize(const T& x) {
 //! buffer (allocated on first use), which displaces anything a cache of up to 1 GiB holds.
 inline void flush_from_caches(std::span<const std::uint8_t> range) {
 #if defined(BGTQ_DETAIL_CLFLUSH)
-  const std::uint8_t* c = range.data();
-  const std::size_t bytes = range.size();
-  for (std::size_t off = 0; off < bytes; off += 64) _mm_clflush(c + off);
-  if (bytes > 0) _mm_clflush(c + bytes - 1);  // the last line when the range is not line-aligned
+  detail::clflush_lines(range.data(), range.size());
   _mm_mfence();
 #else
   (void)range;
-  static std::vector<unsigned char> scratch(std::size_t{1} << 30);
-  for (std::size_t i = 0; i < scratch.size(); i += 64) scratch[i] = static_cast<unsigned char>(scratch[i] + 1);
-  do_not_optimize(scratch[0]);
+  detail::displace_caches();
+#endif
+}
+
+//! flush_from_caches over everything decode attention reads from `cache` for the sequences
+//! `seqs` in `layer`: the page pool and each (sequence, KV head)'s fp16 window rows (sink
+//! and recent tokens, which live in per-sequence buffers outside the pool).
+//! @throws bgtq::error(not_found) for a sequence that is not live or a bad layer
+template <class Cache>
+void flush_decode_reads(const Cache& cache, std::span<const int> seqs, int layer) {
+#if defined(BGTQ_DETAIL_CLFLUSH)
+  const auto pool = cache.pool();
+  detail::clflush_lines(pool.data(), pool.size());
+  const std::size_t row_bytes = static_cast<std::size_t>(cache.config().head_dim) * sizeof(std::uint16_t);
+  for (const int seq : seqs)
+    for (int h = 0; h < cache.config().kv_heads; ++h) {
+      const auto w = cache.window(seq, layer, h);
+      for (std::int64_t i = 0; i < w.size(); ++i) {
+        detail::clflush_lines(reinterpret_cast<const std::uint8_t*>(w.key(i)), row_bytes);
+        detail::clflush_lines(reinterpret_cast<const std::uint8_t*>(w.value(i)), row_bytes);
+      }
+    }
+  _mm_mfence();
+#else
+  for (const int seq : seqs) (void)cache.window(seq, layer, 0);  // the same checks
+  detail::displace_caches();
 #endif
 }
 

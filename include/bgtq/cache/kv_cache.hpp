@@ -286,7 +286,7 @@ class kv_cache {
   }
   //! The page pool, read-only: every page of every (layer, KV head), bytes_reserved()
   //! less the fp16 window buffers. For tools that need the address range, e.g. a
-  //! benchmark that flushes it from the CPU caches before a step (bench::flush_from_caches).
+  //! benchmark that flushes it from the CPU caches before a step (bench::flush_decode_reads).
   std::span<const std::uint8_t> pool() const noexcept { return {pool_.get(), pool_bytes_}; }
   //! Counters of everything encoded so far.
   const encode_stats& stats() const noexcept { return stats_; }
