@@ -397,3 +397,12 @@ TEST_CASE("energy_estimator rejects bad shapes and arguments", "[energy]") {
   REQUIRE(code_of([&] { (void)est.score(0, 0, 4); }) == errc::invalid_argument);
   REQUIRE(code_of([&] { (void)est.tokens(7); }) == errc::invalid_argument);
 }
+
+TEST_CASE("energy_estimator refuses shapes beyond what a plan holds, before allocating", "[energy]") {
+  const bgtq::rope_layout rope(1024, bgtq::rope_pairing::half);
+  // 2^30 layers x 4096 KV heads x 1024 dims of double sums would be std::bad_alloc
+  REQUIRE_THROWS_WITH(bgtq::energy_estimator(1 << 30, 4096, 4096, rope), Catch::Contains("layers must be in 1 .. 4096"));
+  REQUIRE_THROWS_WITH(bgtq::energy_estimator(1, 8192, 8192, rope), Catch::Contains("kv_heads must be in 1 .. 4096"));
+  REQUIRE_THROWS_AS(bgtq::energy_estimator(0, 1, 1, rope), bgtq::error);
+  REQUIRE_NOTHROW(bgtq::energy_estimator(4, 8, 2, bgtq::rope_layout(64, bgtq::rope_pairing::half)));
+}

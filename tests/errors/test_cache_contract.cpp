@@ -106,6 +106,7 @@ TEST_CASE("errors row 13: a sequence id that does not exist is not_found everywh
     require_error([&] { cache.free_sequence(bad); }, errc::not_found);
     require_error([&] { (void)cache.length(bad); }, errc::not_found);
     require_error([&] { cache.decode_key(bad, 0, 0, 0, x.data()); }, errc::not_found);
+    require_error([&] { cache.decode_value(s, 0, 0, 0, nullptr); }, errc::invalid_argument, {"null buffer"});
     require_error([&] { (void)attend(cache, 0, bad, q); }, errc::not_found);
   }
   // a freed id is gone too (until add_sequence reuses it)
@@ -149,8 +150,18 @@ TEST_CASE("errors: bad sizes are bgtq::errors naming the value, also for a pool 
   require_error([] { (void)bgtq::fp16_cache<>(config(4, 8, 8, 1024, std::numeric_limits<int>::max()),
                                              bgtq::fp16_states(4, 8, 1024), bgtq::fp16_states(4, 8, 1024)); },
                 errc::capacity_exhausted, {"beyond 64 TiB"});
+  // a pool whose size wraps around 2^64 (2048 x 8 parts of 16 MiB per page, 2^26 pages =
+  // 2^64 bytes exactly): refused the same way, not a tiny pool written out of bounds
+  require_error([] { (void)bgtq::fp16_cache<>(config(2048, 8, 8, 1024, 1 << 26, 0, 0, 4096),
+                                             bgtq::fp16_states(2048, 8, 1024), bgtq::fp16_states(2048, 8, 1024)); },
+                errc::capacity_exhausted, {"beyond 64 TiB"});
   require_error([] { (void)bgtq::uniform_plan(1, -1, 2, bgtq::rope_layout(8, bgtq::rope_pairing::half), 3); },
                 errc::invalid_argument, {"kv_heads = -1"});
+  require_error([] { (void)bgtq::fp16_states(-1, 8, 128); }, errc::invalid_argument, {"layers = -1"});
+  // an empty pool is a valid cache (engines build one to size pages before the real one)
+  const auto empty = gtq_cache(config(2, 1, 2, 8, 0), 1);
+  REQUIRE(empty.page_bytes() > 0);
+  REQUIRE(empty.pool().empty());
 }
 
 TEST_CASE("errors row 14: non-finite keys or values are rejected by default, naming token, head and K/V", "[errors]") {

@@ -81,6 +81,19 @@ TEST_CASE("build_plan with the codebook law, infeasible and capped budgets", "[p
   REQUIRE_THROWS_AS(bgtq::build_plan(1, 2, 2, rope, s, o), bgtq::error);  // too few energies
 }
 
+TEST_CASE("charge_radii with avg_bits far above b_max gives the capped plan at once", "[plan]") {
+  // the candidate budgets start at L * b_max, not at avg_bits * L (1e6 * 64 greedy runs per head before)
+  const bgtq::rope_layout rope(128, bgtq::rope_pairing::half);
+  const auto s = decaying_scores(2, 64, 3);
+  bgtq::plan_options o;
+  o.charge_radii = true;
+  o.avg_bits = 1e6;
+  const bgtq::plan huge = bgtq::build_plan(1, 2, 2, rope, s, o);
+  o.avg_bits = o.b_max;
+  const bgtq::plan capped = bgtq::build_plan(1, 2, 2, rope, s, o);
+  for (int h = 0; h < 2; ++h) REQUIRE(huge.head(0, h).widths == capped.head(0, h).widths);
+}
+
 TEST_CASE("charge_radii keeps a head within the bytes of uniform TQ-MSE", "[plan]") {
   for (int D : {8, 64, 128}) {
     const bgtq::rope_layout rope(D, bgtq::rope_pairing::half);

@@ -87,6 +87,15 @@ class kv_cache {
     head_bytes_.resize(nh);
     key_bytes_.resize(nh);
     std::size_t off = 0;
+    // a pool no machine holds is an error naming its size, not std::bad_alloc (nor, under
+    // AddressSanitizer, an abort on the allocation size); checked before each product and
+    // sum, which would otherwise wrap around 2^64 into a small pool
+    constexpr std::size_t pool_limit = std::size_t{1} << 46;
+    auto beyond = [&](std::size_t head_bytes) {
+      fail(errc::capacity_exhausted, "kv_cache: a pool of " + std::to_string(cfg_.max_pages) + " pages of " +
+                                         std::to_string(nh) + " (layer, KV head) parts of up to " +
+                                         std::to_string(head_bytes) + " bytes each is beyond 64 TiB");
+    };
     for (std::size_t i = 0; i < nh; ++i) {
       BGTQ_REQUIRE(keys_[i].dim() == cfg_.head_dim && values_[i].dim() == cfg_.head_dim, errc::shape_mismatch,
                    "kv_cache: codec state " + std::to_string(i) + " has head_dim " + std::to_string(keys_[i].dim()) +
@@ -94,15 +103,12 @@ class kv_cache {
       key_bytes_[i] = KeyCodec::template configure<Layout>(keys_[i], cfg_.page_tokens);
       head_bytes_[i] = key_bytes_[i] + ValueCodec::template configure<Layout>(values_[i], cfg_.page_tokens);
       head_off_[i] = off;
-      off += head_bytes_[i] * static_cast<std::size_t>(cfg_.max_pages);
+      const std::size_t pages = static_cast<std::size_t>(cfg_.max_pages);  // >= 0 (validate_config)
+      if (pages > 0 && (head_bytes_[i] > pool_limit / pages || off > pool_limit - head_bytes_[i] * pages)) beyond(head_bytes_[i]);
+      off += head_bytes_[i] * pages;
       page_bytes_ += head_bytes_[i];
     }
     pool_bytes_ = off;
-    // a pool no machine holds is an error naming its size, not std::bad_alloc (nor, under
-    // AddressSanitizer, an abort on the allocation size)
-    BGTQ_REQUIRE(pool_bytes_ <= (std::size_t{1} << 46), errc::capacity_exhausted,
-                 "kv_cache: a pool of " + std::to_string(cfg_.max_pages) + " pages x " + std::to_string(page_bytes_) +
-                     " bytes = " + std::to_string(pool_bytes_) + " bytes is beyond 64 TiB");
     try {
       pool_.reset(static_cast<std::uint8_t*>(::operator new[](pool_bytes_ > 0 ? pool_bytes_ : 1, std::align_val_t(64))));
     } catch (const std::bad_alloc&) {
@@ -136,24 +142,34 @@ class kv_cache {
         id = static_cast<int>(i);
         break;
       }
-    if (id < 0) {
-      id = static_cast<int>(seqs_.size());
-      seqs_.emplace_back();
-    }
-    seq_state& s = seqs_[static_cast<std::size_t>(id)];
-    s.live = true;
-    s.pages.clear();
-    // the page table for the whole pool (4 bytes per pool page): append never allocates
-    s.pages.reserve(static_cast<std::size_t>(cfg_.max_pages));
-    s.length.assign(static_cast<std::size_t>(cfg_.layers), 0);
-    s.quantized.assign(static_cast<std::size_t>(cfg_.layers), 0);
-    s.tail_start.assign(static_cast<std::size_t>(cfg_.layers), 0);
+    bool added = false;
+    // built aside and moved into its slot last: an allocation failure leaves no half-made
+    // sequence behind (and no new slot)
+    seq_state s;
     const std::size_t lh = static_cast<std::size_t>(cfg_.layers) * static_cast<std::size_t>(cfg_.kv_heads) *
                            static_cast<std::size_t>(cfg_.head_dim);
-    s.sink_k.assign(lh * static_cast<std::size_t>(cfg_.sink), 0);
-    s.sink_v.assign(lh * static_cast<std::size_t>(cfg_.sink), 0);
-    s.tail_k.assign(lh * static_cast<std::size_t>(tail_cap_), 0);
-    s.tail_v.assign(lh * static_cast<std::size_t>(tail_cap_), 0);
+    try {
+      if (id < 0) {
+        id = static_cast<int>(seqs_.size());
+        seqs_.emplace_back();
+        added = true;
+      }
+      // the page table for the whole pool (4 bytes per pool page): append never allocates
+      s.pages.reserve(static_cast<std::size_t>(cfg_.max_pages));
+      s.length.assign(static_cast<std::size_t>(cfg_.layers), 0);
+      s.quantized.assign(static_cast<std::size_t>(cfg_.layers), 0);
+      s.tail_start.assign(static_cast<std::size_t>(cfg_.layers), 0);
+      s.sink_k.assign(lh * static_cast<std::size_t>(cfg_.sink), 0);
+      s.sink_v.assign(lh * static_cast<std::size_t>(cfg_.sink), 0);
+      s.tail_k.assign(lh * static_cast<std::size_t>(tail_cap_), 0);
+      s.tail_v.assign(lh * static_cast<std::size_t>(tail_cap_), 0);
+    } catch (const std::bad_alloc&) {
+      if (added) seqs_.pop_back();
+      fail(errc::capacity_exhausted, "kv_cache: cannot allocate sequence " + std::to_string(id) + "'s page table and fp16 window (" +
+                                         std::to_string(4 * lh * static_cast<std::size_t>(cfg_.sink + tail_cap_)) + " bytes)");
+    }
+    s.live = true;
+    seqs_[static_cast<std::size_t>(id)] = std::move(s);
     return id;
   }
 
@@ -373,7 +389,9 @@ class kv_cache {
     return w;
   }
 
-  //! Decodes the key at position t (reference and tests; not a hot path).
+  //! Decodes the key at position t into x[head_dim] (reference and tests; not a hot path).
+  //! @throws bgtq::error(invalid_argument) for a null x or t outside the sequence, not_found
+  //!         for a bad sequence, layer or KV head
   void decode_key(int seq, int layer, int h, std::int64_t t, float* x) const { decode(seq, layer, h, t, x, false); }
   //! Decodes the value at position t.
   void decode_value(int seq, int layer, int h, std::int64_t t, float* x) const { decode(seq, layer, h, t, x, true); }
@@ -500,6 +518,7 @@ class kv_cache {
     return val ? w.value(i) : w.key(i);
   }
   void decode(int seq, int layer, int h, std::int64_t t, float* x, bool val) const {
+    BGTQ_REQUIRE(x != nullptr, errc::invalid_argument, std::string("kv_cache: decode_") + (val ? "value" : "key") + " into a null buffer");
     const sequence_view v = view(seq, layer);
     const std::int64_t len = v.sink + v.quantized + v.tail;
     BGTQ_REQUIRE(t >= 0 && t < len, errc::invalid_argument,

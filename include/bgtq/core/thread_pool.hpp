@@ -3,14 +3,23 @@
 //! A small persistent thread pool for data-parallel loops (decode attention over
 //! (sequence, KV head) pairs). `run(n, f)` calls f(task, worker) for task = 0..n-1 on
 //! the calling thread (worker 0) and the pool's threads (workers 1..), and returns when
-//! every task is done. Tasks are taken from an atomic counter; f must not throw.
+//! every task is done. Tasks are taken from an atomic counter. If f throws, the tasks not
+//! yet started are skipped and run() rethrows the first exception once every worker is
+//! idle again (nothing is allocated unless that happens).
 
 #include <atomic>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
+#include <exception>
 #include <mutex>
+#include <string>
+#include <system_error>
 #include <thread>
+#include <utility>
 #include <vector>
+
+#include "error.hpp"
 
 namespace bgtq {
 
@@ -18,20 +27,20 @@ namespace bgtq {
 class thread_pool {
  public:
   //! A pool with `threads` workers in total, the calling thread included (>= 1).
+  //! @throws bgtq::error(capacity_exhausted) if a thread cannot be started (the ones
+  //!         already started are stopped and joined first)
   explicit thread_pool(int threads) {
-    for (int i = 1; i < (threads < 1 ? 1 : threads); ++i) workers_.emplace_back([this, i] { loop(i); });
+    try {
+      for (int i = 1; i < (threads < 1 ? 1 : threads); ++i) workers_.emplace_back([this, i] { loop(i); });
+    } catch (const std::exception& e) {  // std::system_error from std::thread, or bad_alloc
+      shutdown();
+      fail(errc::capacity_exhausted, "thread_pool: cannot start thread " + std::to_string(workers_.size() + 1) + " of " +
+                                         std::to_string(threads) + ": " + e.what());
+    }
   }
   thread_pool(const thread_pool&) = delete;
   thread_pool& operator=(const thread_pool&) = delete;
-  ~thread_pool() {
-    {
-      std::lock_guard<std::mutex> g(m_);
-      stop_ = true;
-      ++generation_;
-    }
-    cv_.notify_all();
-    for (auto& t : workers_) t.join();
-  }
+  ~thread_pool() { shutdown(); }
 
   //! Workers in total, the calling thread included.
   int size() const noexcept { return static_cast<int>(workers_.size()) + 1; }
@@ -49,6 +58,7 @@ class thread_pool {
       tasks_ = n;
       next_.store(0);
       busy_ = static_cast<int>(workers_.size());
+      error_ = nullptr;
       ++generation_;
     }
     cv_.notify_all();
@@ -56,11 +66,27 @@ class thread_pool {
     std::unique_lock<std::mutex> lk(m_);
     done_.wait(lk, [this] { return busy_ == 0; });
     job_ = nullptr;
+    if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
  private:
   void work(int worker) {
-    for (int t = next_.fetch_add(1); t < tasks_; t = next_.fetch_add(1)) call_(job_, t, worker);
+    try {
+      for (int t = next_.fetch_add(1); t < tasks_; t = next_.fetch_add(1)) call_(job_, t, worker);
+    } catch (...) {
+      next_.store(tasks_);  // the tasks not started yet are skipped
+      std::lock_guard<std::mutex> g(m_);
+      if (!error_) error_ = std::current_exception();
+    }
+  }
+  void shutdown() {
+    {
+      std::lock_guard<std::mutex> g(m_);
+      stop_ = true;
+      ++generation_;
+    }
+    cv_.notify_all();
+    for (auto& t : workers_) t.join();
   }
   void loop(int worker) {
     std::uint64_t seen = 0;
@@ -89,6 +115,7 @@ class thread_pool {
   int busy_ = 0;
   std::uint64_t generation_ = 0;
   bool stop_ = false;
+  std::exception_ptr error_;
 };
 
 }  // namespace bgtq

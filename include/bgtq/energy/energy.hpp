@@ -19,12 +19,14 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <new>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "../core/error.hpp"
 #include "../core/half.hpp"
+#include "../plan/plan.hpp"
 #include "../rope/layout.hpp"
 
 namespace bgtq {
@@ -65,12 +67,16 @@ class energy_estimator {
   //! @param q_heads  number of query heads Hq (>= 1, a multiple of kv_heads)
   //! @param kv_heads number of KV heads Hkv (>= 1)
   //! @param rope     head geometry (head_dim D, pairing, rotary_dim)
-  //! @throws bgtq::error(invalid_argument) naming the offending value
+  //! @throws bgtq::error(invalid_argument) naming the offending value (layers and heads
+  //!         are limited to what a plan holds, plan/plan.hpp), capacity_exhausted if the
+  //!         sums cannot be allocated
   energy_estimator(int layers, int q_heads, int kv_heads, const rope_layout& rope)
       : layers_(layers), q_heads_(q_heads), kv_heads_(kv_heads), rope_(rope) {
-    BGTQ_REQUIRE(layers >= 1, errc::invalid_argument, "energy_estimator: layers must be >= 1, got " + std::to_string(layers));
-    BGTQ_REQUIRE(kv_heads >= 1, errc::invalid_argument,
-                 "energy_estimator: kv_heads must be >= 1, got " + std::to_string(kv_heads));
+    BGTQ_REQUIRE(layers >= 1 && layers <= max_plan_layers, errc::invalid_argument,
+                 "energy_estimator: layers must be in 1 .. " + std::to_string(max_plan_layers) + ", got " + std::to_string(layers));
+    BGTQ_REQUIRE(kv_heads >= 1 && kv_heads <= max_plan_kv_heads, errc::invalid_argument,
+                 "energy_estimator: kv_heads must be in 1 .. " + std::to_string(max_plan_kv_heads) + ", got " +
+                     std::to_string(kv_heads));
     BGTQ_REQUIRE(q_heads >= 1 && q_heads % kv_heads == 0, errc::invalid_argument,
                  "energy_estimator: q_heads must be a positive multiple of kv_heads=" + std::to_string(kv_heads) +
                      ", got " + std::to_string(q_heads));
@@ -79,11 +85,16 @@ class energy_estimator {
     dims_.resize(static_cast<std::size_t>(rope_.num_blocks()));
     for (int i = 0; i < rope_.num_blocks(); ++i) dims_[static_cast<std::size_t>(i)] = rope_.block_dims(i);
     const std::size_t per_layer = static_cast<std::size_t>(kv_heads) * static_cast<std::size_t>(d);
-    q_sum_.assign(static_cast<std::size_t>(layers) * per_layer, 0.0);
-    k_sum_.assign(static_cast<std::size_t>(layers) * per_layer, 0.0);
-    tokens_.assign(static_cast<std::size_t>(layers), 0);
-    scratch_q_.assign(per_layer, 0.0);
-    scratch_k_.assign(per_layer, 0.0);
+    try {
+      q_sum_.assign(static_cast<std::size_t>(layers) * per_layer, 0.0);
+      k_sum_.assign(static_cast<std::size_t>(layers) * per_layer, 0.0);
+      tokens_.assign(static_cast<std::size_t>(layers), 0);
+      scratch_q_.assign(per_layer, 0.0);
+      scratch_k_.assign(per_layer, 0.0);
+    } catch (const std::bad_alloc&) {
+      fail(errc::capacity_exhausted, "energy_estimator: cannot allocate the sums of " + std::to_string(layers) + " layers x " +
+                                         std::to_string(kv_heads) + " KV heads x head_dim " + std::to_string(d));
+    }
   }
 
   //! Adds `tokens` tokens of one layer from contiguous arrays q [T, Hq, D] and

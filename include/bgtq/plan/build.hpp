@@ -119,7 +119,10 @@ inline plan build_plan(int layers, int kv_heads, int q_heads, const rope_layout&
         allocation best = uniform_allocator::allocate(r);
         if (!fits(best)) best.objective = INFINITY;
         const std::int64_t floor_budget = static_cast<std::int64_t>(L) * opt.b_min;
-        for (std::int64_t b = b0; b >= floor_budget; --b) {
+        // budgets above L * b_max give the capped allocation: start there (an avg_bits of
+        // 1e4 would otherwise run 10^4 greedy allocations per head)
+        const std::int64_t top_budget = std::min<std::int64_t>(b0, static_cast<std::int64_t>(L) * opt.b_max);
+        for (std::int64_t b = top_budget; b >= floor_budget; --b) {
           r.budget = b;
           allocation c = greedy_allocator::allocate(r);
           if (fits(c) && c.objective < best.objective) best = std::move(c);
