@@ -91,11 +91,6 @@ class kv_cache {
     // AddressSanitizer, an abort on the allocation size); checked before each product and
     // sum, which would otherwise wrap around 2^64 into a small pool
     constexpr std::size_t pool_limit = std::size_t{1} << 46;
-    auto beyond = [&](std::size_t head_bytes) {
-      fail(errc::capacity_exhausted, "kv_cache: a pool of " + std::to_string(cfg_.max_pages) + " pages of " +
-                                         std::to_string(nh) + " (layer, KV head) parts of up to " +
-                                         std::to_string(head_bytes) + " bytes each is beyond 64 TiB");
-    };
     for (std::size_t i = 0; i < nh; ++i) {
       BGTQ_REQUIRE(keys_[i].dim() == cfg_.head_dim && values_[i].dim() == cfg_.head_dim, errc::shape_mismatch,
                    "kv_cache: codec state " + std::to_string(i) + " has head_dim " + std::to_string(keys_[i].dim()) +
@@ -104,7 +99,10 @@ class kv_cache {
       head_bytes_[i] = key_bytes_[i] + ValueCodec::template configure<Layout>(values_[i], cfg_.page_tokens);
       head_off_[i] = off;
       const std::size_t pages = static_cast<std::size_t>(cfg_.max_pages);  // >= 0 (validate_config)
-      if (pages > 0 && (head_bytes_[i] > pool_limit / pages || off > pool_limit - head_bytes_[i] * pages)) beyond(head_bytes_[i]);
+      if (pages > 0 && (head_bytes_[i] > pool_limit / pages || off > pool_limit - head_bytes_[i] * pages))
+        fail(errc::capacity_exhausted, "kv_cache: a pool of " + std::to_string(cfg_.max_pages) + " pages of " + std::to_string(nh) +
+                                           " (layer, KV head) parts of up to " + std::to_string(head_bytes_[i]) +
+                                           " bytes each is beyond 64 TiB");
       off += head_bytes_[i] * pages;
       page_bytes_ += head_bytes_[i];
     }

@@ -162,7 +162,8 @@ inline plan uniform_plan(int layers, int kv_heads, int q_heads, const rope_layou
   opt.distortion = distortion_kind::rate4;
   BGTQ_REQUIRE(layers >= 1 && layers <= max_plan_layers && kv_heads >= 1 && kv_heads <= max_plan_kv_heads, errc::invalid_argument,
                "uniform_plan: layers = " + std::to_string(layers) + ", kv_heads = " + std::to_string(kv_heads) +
-                   " (each must be in 1 .. 4096)");
+                   " (layers in 1 .. " + std::to_string(max_plan_layers) + ", kv_heads in 1 .. " +
+                   std::to_string(max_plan_kv_heads) + ")");
   std::vector<double> ones(static_cast<std::size_t>(layers) * static_cast<std::size_t>(kv_heads) *
                                static_cast<std::size_t>(rope.num_blocks()),
                            1.0);
