@@ -74,3 +74,29 @@ TEST_CASE("bfloat16 conversion rounds to nearest even", "[core][half]") {
   REQUIRE(bgtq::bf16_bits_to_float(bgtq::float_to_bf16_bits(1.0f + 3.0f / 256)) == 1.0f + 4.0f / 256);
   REQUIRE(std::isnan(bgtq::bf16_bits_to_float(bgtq::float_to_bf16_bits(std::numeric_limits<float>::quiet_NaN()))));
 }
+
+TEST_CASE("saturate_half clamps to the finite fp16 range, beyond_half flags exactly what it changes", "[core][half]") {
+  using bgtq::beyond_half;
+  using bgtq::half_max;
+  using bgtq::saturate_half;
+  const float inf = std::numeric_limits<float>::infinity();
+  const float above = std::nextafter(half_max, inf);  // the first float beyond the range
+  // static_asserts: both are usable in constant expressions (and so in device code)
+  static_assert(saturate_half(1e6f) == 65504.0f && saturate_half(-1e6f) == -65504.0f);
+  static_assert(!beyond_half(65504.0f) && beyond_half(65505.0f));
+  const float vals[] = {0.0f, -0.0f, 1e-30f, 1.0f, -2.5f, 65503.0f, half_max, -half_max, above, -above,
+                        65519.0f, 65520.0f, 1e6f, -1e6f, std::numeric_limits<float>::max(), inf, -inf};
+  for (float v : vals) {
+    INFO("v = " << v);
+    const float s = saturate_half(v);
+    const bool inside = std::fabs(v) <= half_max;
+    CHECK(beyond_half(v) == !inside);
+    CHECK(s == (inside ? v : std::copysign(half_max, v)));
+    CHECK(std::signbit(s) == std::signbit(v));
+    // and stored as fp16 it stays finite (65504 < v < 65520 would round down anyway; beyond, Inf)
+    CHECK(std::isfinite(bgtq::half_bits_to_float(bgtq::float_to_half_bits(s))));
+  }
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  CHECK(std::isnan(saturate_half(nan)));  // NaN is not a clamp: callers reject it before
+  CHECK_FALSE(beyond_half(nan));
+}

@@ -49,12 +49,8 @@ struct fp16_pages {
       const float* row = x + static_cast<std::size_t>(i) * stride;
       if (st) ++st->vectors;
       for (int j = 0; j < s.D; ++j) {
-        float v = row[j];
-        if (v > half_max || v < -half_max) {
-          v = v > 0 ? half_max : -half_max;
-          if (st) ++st->clamped_radii;
-        }
-        const std::uint16_t h = float_to_half_bits(v);
+        if (st && beyond_half(row[j])) ++st->clamped_radii;
+        const std::uint16_t h = float_to_half_bits(saturate_half(row[j]));
         std::uint8_t* p = page + (static_cast<std::size_t>(j) * s.P + static_cast<std::size_t>(t0 + i)) * 2u;
         p[0] = static_cast<std::uint8_t>(h);
         p[1] = static_cast<std::uint8_t>(h >> 8);

@@ -466,12 +466,8 @@ class kv_cache {
   }
   void store_half_row(std::uint16_t* dst, const float* src) {
     for (int j = 0; j < cfg_.head_dim; ++j) {
-      float x = src[j];
-      if (x > half_max || x < -half_max) {
-        x = x > 0 ? half_max : -half_max;
-        ++stats_.clamped_radii;
-      }
-      dst[j] = float_to_half_bits(x);
+      if (beyond_half(src[j])) ++stats_.clamped_radii;
+      dst[j] = float_to_half_bits(saturate_half(src[j]));
     }
   }
   //! Encodes nt value rows of (layer, head) lh into a page part. `vectors` counts tokens

@@ -33,8 +33,7 @@ BGTQ_HOST_DEVICE void store_radius(std::uint8_t* dst, float r, bool fp32) {
     dst[2] = static_cast<std::uint8_t>(u >> 16);
     dst[3] = static_cast<std::uint8_t>(u >> 24);
   } else {
-    const float c = r > half_max ? half_max : r;
-    const std::uint16_t h = float_to_half_bits(c);
+    const std::uint16_t h = float_to_half_bits(saturate_half(r));
     dst[0] = static_cast<std::uint8_t>(h);
     dst[1] = static_cast<std::uint8_t>(h >> 8);
   }
@@ -53,7 +52,7 @@ BGTQ_HOST_DEVICE float load_radius(const std::uint8_t* src, bool fp32) {
 //! The value a radius takes once stored (fp16 rounding and clamping, or exact fp32).
 BGTQ_HOST_DEVICE float round_radius(float r, bool fp32) {
   if (fp32) return r;
-  return half_bits_to_float(float_to_half_bits(r > half_max ? half_max : r));
+  return half_bits_to_float(float_to_half_bits(saturate_half(r)));
 }
 
 }  // namespace bgtq::detail

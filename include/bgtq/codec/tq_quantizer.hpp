@@ -135,7 +135,7 @@ class tq_quantizer {
       rs = std::numeric_limits<float>::max();  // a norm beyond float's range (components near 3.4e38)
       if (st) ++st->clamped_radii;
     }
-    if (!fp32 && rs > half_max && st) ++st->clamped_radii;
+    if (!fp32 && beyond_half(rs) && st) ++st->clamped_radii;
     radius = detail::round_radius(rs, fp32);
     return errc::ok;
   }

@@ -104,6 +104,15 @@ BGTQ_HOST_DEVICE float bf16_bits_to_float(std::uint16_t h) {
 //! Largest finite fp16 value.
 inline constexpr float half_max = 65504.0f;
 
+//! True when |x| is beyond the finite fp16 range (false for NaN): the values
+//! saturate_half changes, which the caches count as clamps (docs/errors.md).
+BGTQ_HOST_DEVICE constexpr bool beyond_half(float x) { return x > half_max || x < -half_max; }
+
+//! x clamped to [-65504, 65504] (NaN stays NaN): how every fp16 store of the library
+//! (window rows, fp16 pages, radii, KIVI scale and zero point) saturates instead of
+//! rounding to Inf.
+BGTQ_HOST_DEVICE constexpr float saturate_half(float x) { return x > half_max ? half_max : (x < -half_max ? -half_max : x); }
+
 //! A 16-bit IEEE half stored as bits; explicit conversions only, so no arithmetic on
 //! halves happens by accident.
 struct half {
