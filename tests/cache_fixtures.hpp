@@ -74,7 +74,7 @@ struct make_kivi {
   template <class Layout = bgtq::bit_plane_layout>
   static auto build(const bgtq::cache_config& c, std::uint64_t seed) {
     bgtq::kivi_options o;
-    o.bits = 2 + static_cast<int>(seed % 2);
+    o.bits = 1 + static_cast<int>(seed % 8);  // every width's page kernels, over a run of seeds
     o.symmetric = (seed % 3) == 0;
     return bgtq::make_kivi_cache<Layout>(c, o);
   }

@@ -22,8 +22,9 @@ struct case_spec {
   int D, T, gqa, batch, sink, recent;
 };
 
+// scale: the logit scale passed to both (0 = the default 1 / sqrt(D)).
 template <class Cache>
-double max_rel_error(Cache& cache, const case_spec& cs, std::uint64_t seed) {
+double max_rel_error(Cache& cache, const case_spec& cs, std::uint64_t seed, float scale = 0.0f) {
   const auto& cfg = cache.config();
   const int Hkv = cfg.kv_heads, Hq = cfg.q_heads, D = cfg.head_dim, L = cfg.layers;
   std::vector<int> seqs;
@@ -49,9 +50,10 @@ double max_rel_error(Cache& cache, const case_spec& cs, std::uint64_t seed) {
   bgtq::attention_workspace ws(cache);
   double worst = 0;
   for (int l = 0; l < L; ++l) {
-    bgtq::decode_attention(cache, l, std::span<const int>(seqs), q.data(), out.data(), ws);
+    bgtq::decode_attention(cache, l, std::span<const int>(seqs), q.data(), out.data(), ws, scale);
     for (int b = 0; b < cs.batch; ++b) {
-      bgtq::reference_attention(cache, l, seqs[static_cast<std::size_t>(b)], q.data() + static_cast<std::size_t>(b) * Hq * D, ref.data());
+      bgtq::reference_attention(cache, l, seqs[static_cast<std::size_t>(b)], q.data() + static_cast<std::size_t>(b) * Hq * D, ref.data(),
+                                scale);
       double mag = 0, err = 0;
       for (int i = 0; i < Hq * D; ++i) {
         const double o = out[static_cast<std::size_t>(b) * Hq * D + static_cast<std::size_t>(i)];
@@ -65,16 +67,21 @@ double max_rel_error(Cache& cache, const case_spec& cs, std::uint64_t seed) {
   return worst;
 }
 
+// The cases cycle through three logit scales: the default (0 = 1 / sqrt(D)) and an
+// engine's own, flatter (0.37 / sqrt(D)) and sharper (3 / sqrt(D)) than the default.
 template <class Maker, class Layout = bgtq::bit_plane_layout>
 void run_matrix(const std::vector<case_spec>& cases) {
   std::uint64_t seed = 100;
+  int index = 0;
   for (const auto& cs : cases) {
     const int Hkv = 2;
     const auto cfg = small_config(2, Hkv, Hkv * cs.gqa, cs.D, 2 * cs.batch * ((cs.T + 63) / 64 + 1), cs.sink, cs.recent);
     auto cache = Maker::template build<Layout>(cfg, ++seed);
-    const double e = max_rel_error(cache, cs, seed);
+    const float factor[3] = {0.0f, 0.37f, 3.0f};
+    const float scale = factor[index++ % 3] / std::sqrt(static_cast<float>(cs.D));
+    const double e = max_rel_error(cache, cs, seed, scale);
     INFO(Maker::name << " " << Layout::name << " D=" << cs.D << " T=" << cs.T << " gqa=" << cs.gqa << " batch=" << cs.batch
-                     << " sink=" << cs.sink << " recent=" << cs.recent << " rel err=" << e);
+                     << " sink=" << cs.sink << " recent=" << cs.recent << " scale=" << scale << " rel err=" << e);
     CHECK(e < 1e-4);
   }
 }
@@ -223,6 +230,11 @@ TEST_CASE("decode attention on a thread pool equals the single-threaded call bit
   fill_normal(q, 90);
   bgtq::attention_workspace ws(cache);
   bgtq::decode_attention(cache, 0, std::span<const int>(seqs), q.data(), one.data(), ws);
+  // an explicit scale reaches the pool's tasks as it reaches the single-threaded loop
+  const float scale = 0.5f / std::sqrt(static_cast<float>(D));
+  std::vector<float> one_scaled(q.size()), many_scaled(q.size(), NAN);
+  bgtq::decode_attention(cache, 0, std::span<const int>(seqs), q.data(), one_scaled.data(), ws, scale);
+  REQUIRE(std::memcmp(one.data(), one_scaled.data(), one.size() * sizeof(float)) != 0);
   for (int threads : {1, 2, 3}) {
     bgtq::thread_pool pool(threads);
     std::vector<bgtq::attention_workspace> wss;
@@ -233,6 +245,9 @@ TEST_CASE("decode attention on a thread pool equals the single-threaded call bit
                              std::span<bgtq::attention_workspace>(wss));
       REQUIRE(std::memcmp(one.data(), many.data(), one.size() * sizeof(float)) == 0);
     }
+    bgtq::decode_attention(cache, 0, std::span<const int>(seqs), q.data(), many_scaled.data(), pool,
+                           std::span<bgtq::attention_workspace>(wss), scale);
+    REQUIRE(std::memcmp(one_scaled.data(), many_scaled.data(), one.size() * sizeof(float)) == 0);
     std::vector<bgtq::attention_workspace> too_few;
     if (threads > 1) REQUIRE_THROWS_AS(bgtq::decode_attention(cache, 0, std::span<const int>(seqs), q.data(), many.data(), pool,
                                                               std::span<bgtq::attention_workspace>(too_few)),

@@ -104,7 +104,7 @@ TEST_CASE("TQ-MSE error with the fast rotations stays within 10% on key-like vec
   // sparse inputs (a one-hot input becomes equal-magnitude coordinates): hadamard is
   // +16..34% and structured +6..33% over b = 1..4. The planner therefore never picks a
   // fast rotation below dimension 64 (default_rotation_for); the test asserts 10% where
-  // the library uses them and a loose 1.5x bound at n = 8 so a regression still shows.
+  // the library uses them and 1.4x at n = 8 (the worst measured +34%) so a regression shows.
   for (int n : {8, 64, 128, 6, 96}) {
     const auto x = make_vectors(n, 20000, true, static_cast<std::uint64_t>(n) * 11);
     for (auto rk : {bgtq::rotation_kind::hadamard, bgtq::rotation_kind::structured}) {
@@ -116,7 +116,7 @@ TEST_CASE("TQ-MSE error with the fast rotations stays within 10% on key-like vec
         if (n >= 64 || rk == bgtq::rotation_kind::structured && n == 6)
           CHECK(std::fabs(m / want - 1.0) < 0.10);
         else
-          CHECK(m / want < 1.5);
+          CHECK(m / want < 1.4);
         CHECK(m <= std::sqrt(3.0) * M_PI / 2.0 * std::pow(4.0, -b));
       }
     }
@@ -201,9 +201,15 @@ TEST_CASE("fp16 input encodes like its float value; fp32 radius never clamps", "
   REQUIRE(big.bytes() == bgtq::bit_tight::bytes(8, 4) + 4);
   REQUIRE(big.encode(v.data(), buf.data()) == bgtq::errc::ok);
   big.decode(buf.data(), y.data());
-  double nn = 0;
-  for (float f : y) nn += static_cast<double>(f) * f;
-  REQUIRE(std::sqrt(nn) == Approx(std::sqrt(8.0) * 1e6).epsilon(0.15));
+  // the stored radius is the input's norm itself (fp32, no clamp, no rounding), and the
+  // decoded vector is radius x the unit-norm decode (the same codes at radius 1)
+  const float r = std::sqrt(bgtq::detail::sum_squares(v.data(), 8));
+  REQUIRE(bgtq::detail::load_radius(buf.data() + bgtq::bit_tight::bytes(8, 4), true) == r);
+  std::vector<std::uint8_t> unit(buf);
+  bgtq::detail::store_radius(unit.data() + bgtq::bit_tight::bytes(8, 4), 1.0f, true);
+  std::vector<float> y1(8);
+  big.decode(unit.data(), y1.data());
+  for (int j = 0; j < 8; ++j) REQUIRE(y[static_cast<std::size_t>(j)] == Approx(r * y1[static_cast<std::size_t>(j)]).margin(1e-6 * r));
 }
 
 TEST_CASE("norm correction stores r/||c|| so the decoded norm equals the input norm", "[codec]") {
@@ -257,11 +263,12 @@ TEST_CASE("Block-GTQ codec: record size, groups and per-group error", "[codec]")
   w0[5] = 0;
   const bgtq::block_gtq_codec z(bgtq::make_head_plan(w0, 1), rope, {});
   std::vector<std::uint8_t> buf(z.bytes());
-  std::vector<float> y(128);
+  std::vector<float> y(128, NAN);  // poisoned: decode itself must write the zeros
   REQUIRE(z.encode(x.data(), buf.data()) == bgtq::errc::ok);
   z.decode(buf.data(), y.data());
   REQUIRE(y[5] == 0.0f);
   REQUIRE(y[5 + 64] == 0.0f);
+  for (float f : y) REQUIRE(std::isfinite(f));
 }
 
 TEST_CASE("fp16 codec round-trips halves and rejects values beyond the fp16 range", "[codec]") {
@@ -274,4 +281,46 @@ TEST_CASE("fp16 codec round-trips halves and rejects values beyond the fp16 rang
   for (int i = 0; i < 4; ++i) REQUIRE(y[i] == x[i]);
   const float big[4] = {1.0f, 70000.0f, 0.0f, 0.0f};
   REQUIRE(c.encode(big, buf) == bgtq::errc::non_finite);
+}
+
+TEST_CASE("quantize reports the radius as stored: fp16 saturates at 65504 and is counted", "[codec]") {
+  bgtq::tq_params p;
+  p.dim = 8;
+  p.bits = 3;
+  const bgtq::tq_quantizer q(p);
+  std::vector<float> x(8, 1e5f);  // norm 2.8e5
+  std::uint8_t codes[8];
+  float r = 0.0f;
+  bgtq::encode_stats st;
+  REQUIRE(q.quantize(x.data(), codes, r, &st) == bgtq::errc::ok);
+  REQUIRE(r == 65504.0f);
+  REQUIRE(st.clamped_radii == 1);
+}
+
+TEST_CASE("a finite input whose squared norm overflows float keeps its direction and norm (fp32 radius)", "[codec]") {
+  bgtq::tq_params p;
+  p.dim = 8;
+  p.bits = 4;
+  p.radius = bgtq::radius_format::fp32;
+  const bgtq::tq_mse_codec c(p);
+  std::vector<float> v(8, 1e20f), y(8);  // sum of squares 8e40 > FLT_MAX
+  v[3] = -1e20f;
+  std::vector<std::uint8_t> buf(c.bytes());
+  bgtq::encode_stats st;
+  REQUIRE(c.encode(v.data(), buf.data(), &st) == bgtq::errc::ok);
+  REQUIRE(st.clamped_radii == 0);
+  // the stored radius is the norm, computed without overflow (exact here: sqrt(8) x 1e20)
+  REQUIRE(bgtq::detail::load_radius(buf.data() + bgtq::bit_tight::bytes(8, 4), true) ==
+          Approx(std::sqrt(8.0) * 1e20).epsilon(1e-6));
+  c.decode(buf.data(), y.data());
+  double err = 0, nn = 0;
+  for (int j = 0; j < 8; ++j) {
+    REQUIRE(std::isfinite(y[static_cast<std::size_t>(j)]));
+    const double d = static_cast<double>(y[static_cast<std::size_t>(j)]) - v[static_cast<std::size_t>(j)];
+    err += d * d;
+    nn += static_cast<double>(v[static_cast<std::size_t>(j)]) * v[static_cast<std::size_t>(j)];
+  }
+  // a 4-bit direction of an 8-vector: relative squared error well under 0.1
+  CHECK(err / nn < 0.1);
+  CHECK(y[3] < 0.0f);
 }

@@ -48,6 +48,7 @@ struct method {
 struct shape {
   int layers = 1, kv_heads = 2, q_heads = 8, head_dim = 64, page_tokens = 64, max_pages = 64, sink = 0, recent = 0;
   bool nonfinite_zero = false;  //!< cache policy for NaN/Inf rows: store zero (else reject)
+  float scale = 0.0f;           //!< decode's logit scale, on the device and the CPU (0 = 1 / sqrt(D))
 };
 
 //! A one-layer decode shape whose pool holds `lengths` (P tokens per page) plus `spare` pages.

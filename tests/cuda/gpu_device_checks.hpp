@@ -252,7 +252,8 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
   round_to(q, q_type, &qbits);
   std::vector<float> want(q.size()), got(q.size()), got2(q.size());
   bgtq::attention_workspace ws(c);
-  bgtq::decode_attention(c, 0, f.seqs, q.data(), want.data(), ws);
+  bgtq::decode_attention(c, 0, f.seqs, q.data(), want.data(), ws, s.scale);
+  if (s.scale != 0.0f) rep.what += " scale=" + std::to_string(s.scale);
   std::vector<int> bad;  // query heads b * Hq + hq given a non-finite element
   {
     bgtq::counter_rng r(seed + 3);
@@ -315,6 +316,7 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
     a.window_cap = bt.window_cap;
   }
   a.splits = splits;
+  a.scale = s.scale;
   a.path = path;
   a.workspace = dws.p;
   a.workspace_bytes = dws.bytes;

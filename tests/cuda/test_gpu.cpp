@@ -162,6 +162,21 @@ TEST_CASE("decode_attention: fp16 and bf16 queries, forced split counts, GQA 16 
     }
 }
 
+TEST_CASE("decode_attention: an engine's own logit scale (flatter and sharper than 1/sqrt(D)), both paths", "[gpu][decode][mma]") {
+  require_device();
+  const std::vector<int> lengths{300, 97};
+  shape s = decode_shape(64, 2, 8, 2, 8, lengths);
+  for (float factor : {0.37f, 3.0f})
+    for (bc::decode_path path : {bc::decode_path::cuda_cores, bc::decode_path::tensor_cores}) {
+      s.scale = factor / std::sqrt(64.0f);
+      const bool tc = path == bc::decode_path::tensor_cores;
+      const check_report r = gpu_check_decode(s, mixed_method(), lengths, bc::dtype::f32, 0, 780 + 10 * tc + static_cast<int>(factor),
+                                              tc ? 3e-3 : 1e-4, 0, path);
+      INFO(r.what);
+      REQUIRE(r.ok);
+    }
+}
+
 TEST_CASE("decode_attention: a NaN or Inf query element gives NaN outputs for its head only and is counted",
           "[gpu][decode][mma]") {
   require_device();

@@ -25,8 +25,6 @@ namespace {
 
 const std::string src = BGTQ_SOURCE_DIR;
 const std::vector<std::string> checked_docs = {"README.md", "docs/integration.md"};
-// Docs other helpers are writing; a link to one of them may dangle until they land.
-const std::set<std::string> pending_docs = {"docs/PERFORMANCE.md", "docs/RESULTS.md", "docs/errors.md", "docs/gpu.md"};
 
 std::vector<code_block> blocks_of(const std::string& doc) { return bgtq_docs::code_blocks(bgtq_docs::read_file(src + "/" + doc)); }
 
@@ -191,6 +189,7 @@ TEST_CASE("README.md: every command has a row in the CLI table and its example r
       ++ran;
     }
   }
+  if (skipped > 0) WARN(skipped << " README table examples need ../shared/data, absent here: not run");
   INFO(ran << " table examples ran, " << skipped << " need ../shared/data");
   CHECK(ran >= 7);
   // every command `bgtq --help` lists has a row
@@ -223,10 +222,6 @@ TEST_CASE("local links and images of the docs resolve, images are well-formed SV
       const fs::path p = (dir / t).lexically_normal();
       const std::string rel = p.lexically_relative(src).generic_string();
       INFO(doc << " links to " << t << " (" << rel << ")");
-      if (pending_docs.count(rel) && !fs::exists(p)) {
-        WARN(doc << " links to " << rel << ", which is not written yet");
-        continue;
-      }
       CHECK(fs::exists(p));
       if (p.extension() == ".svg" && fs::exists(p)) {
         const auto r = bgtq_test::check_xml(bgtq_docs::read_file(p.string()));

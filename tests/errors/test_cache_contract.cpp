@@ -276,20 +276,29 @@ TEST_CASE("errors row 17: fp16 radii of norms above 65504 are clamped to 65504 a
 
 TEST_CASE("errors row 18: fp32 radii never clamp: large norms are stored and decoded at scale", "[errors]") {
   const int D = 8;
-  for (const float big : {1e6f, 1e30f}) {
-    INFO("components " << big);
-    std::vector<float> k(D, big), v(D, big);
-    k[3] = -big;
+  // Scaling by a power of two is exact through the encoder (direction, norm, fp32
+  // radius) and the decoder, so a token with components +-2^e decodes to exactly 2^e
+  // times the same token with components +-1: any clamp, rounding or narrower store of
+  // the large radii shows as a mismatch.
+  auto decoded = [&](float c) {
+    std::vector<float> k(D, c), v(D, c);
+    k[3] = -c;
     auto cache = gtq_cache(config(1, 1, 1, D, 1), 18, bgtq::radius_format::fp32);
     const int s = cache.add_sequence();
     cache.append(s, 0, k.data(), v.data(), 1);
     REQUIRE(cache.stats().clamped_radii == 0);
-    std::vector<float> x(D);
+    std::vector<float> x(2 * D);
     cache.decode_key(s, 0, 0, 0, x.data());
-    REQUIRE(norm(x) == Approx(big * std::sqrt(8.0)).epsilon(0.3));
+    cache.decode_value(s, 0, 0, 0, x.data() + D);
+    return x;
+  };
+  const auto unit = decoded(1.0f);
+  REQUIRE(norm(std::vector<float>(unit.begin(), unit.begin() + D)) == Approx(std::sqrt(8.0)).epsilon(0.3));  // a 2-bit-ish decode
+  for (const int e : {20, 100}) {  // components ~1e6 and ~1.3e30
+    INFO("components 2^" << e);
+    const auto x = decoded(std::ldexp(1.0f, e));
+    for (int j = 0; j < 2 * D; ++j) REQUIRE(x[static_cast<std::size_t>(j)] == std::ldexp(unit[static_cast<std::size_t>(j)], e));
     REQUIRE(x[3] < 0.0f);
-    cache.decode_value(s, 0, 0, 0, x.data());
-    REQUIRE(norm(x) == Approx(big * std::sqrt(8.0)).epsilon(0.3));
   }
   // the one exception: a norm beyond float's range (components near 3.4e38) is stored as
   // FLT_MAX and counted; the direction is kept

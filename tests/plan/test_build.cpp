@@ -66,6 +66,25 @@ TEST_CASE("build_plan with the codebook law, infeasible and capped budgets", "[p
   o.distortion = bgtq::distortion_kind::codebook;
   const bgtq::plan p = bgtq::build_plan(1, 1, 1, rope, s, o);
   REQUIRE(code_bits(p.head(0, 0)) == 2 * 48);
+  REQUIRE(p.distortion == bgtq::distortion_kind::codebook);
+  // the widths are the greedy allocation under the codebook's own D(b) table ...
+  bgtq::allocation_request r;
+  r.scores = s;
+  r.budget = bgtq::budget_for(o.avg_bits, 16);
+  r.b_min = o.b_min;
+  r.b_max = o.b_max;
+  r.distortion = bgtq::plan_distortion(o, 32);
+  REQUIRE(p.head(0, 0).widths == bgtq::greedy_allocator::allocate(r).bits);
+  // ... which is not 4^-b's: for some energies the two laws give different widths, so
+  // an option that were ignored would show
+  int differ = 0;
+  for (std::uint64_t seed = 3; seed < 43; ++seed) {
+    const auto s2 = decaying_scores(1, 16, seed);
+    bgtq::plan_options rate4 = o;
+    rate4.distortion = bgtq::distortion_kind::rate4;
+    differ += bgtq::build_plan(1, 1, 1, rope, s2, o).head(0, 0).widths != bgtq::build_plan(1, 1, 1, rope, s2, rate4).head(0, 0).widths;
+  }
+  CHECK(differ > 0);
   o.avg_bits = 0.5;  // below b_min = 1
   try {
     (void)bgtq::build_plan(1, 1, 1, rope, s, o);
@@ -118,5 +137,46 @@ TEST_CASE("charge_radii keeps a head within the bytes of uniform TQ-MSE", "[plan
         INFO("D " << D << " bits " << bits << " head " << h);
       }
     }
+  }
+}
+
+TEST_CASE("a pooled budget is rounded once per pool, not once per head", "[plan]") {
+  // avg 2.3 over 6 heads x 8 blocks: floor(2.3 * 48) = 110 bit-steps for the layer, where
+  // rounding per head would give 6 x floor(2.3 * 8) = 108
+  const bgtq::rope_layout rope(16, bgtq::rope_pairing::interleaved);
+  const auto s = decaying_scores(6, 8, 9);
+  bgtq::plan_options o;
+  o.avg_bits = 2.3;
+  o.scope = bgtq::alloc_scope::layer;
+  const bgtq::plan p = bgtq::build_plan(1, 6, 6, rope, s, o);
+  int steps = 0;
+  for (const auto& hp : p.heads) steps += code_bits(hp) / 2;
+  REQUIRE(bgtq::budget_for(2.3, 48) == 110);
+  REQUIRE(steps == 110);
+}
+
+TEST_CASE("value rotation: hadamard where head_dim is a power of two, structured elsewhere", "[plan]") {
+  const bgtq::plan a = bgtq::uniform_plan(1, 1, 1, bgtq::rope_layout(128, bgtq::rope_pairing::half), 3);
+  REQUIRE(a.value_rotation == bgtq::rotation_kind::hadamard);
+  bgtq::plan b;
+  REQUIRE_NOTHROW(b = bgtq::uniform_plan(1, 1, 1, bgtq::rope_layout(96, bgtq::rope_pairing::half), 3));
+  REQUIRE(b.value_rotation == bgtq::rotation_kind::structured);
+  REQUIRE_NOTHROW(bgtq::validate(b));
+}
+
+TEST_CASE("validate rejects a block that two groups claim", "[plan]") {
+  bgtq::plan p = bgtq::uniform_plan(1, 1, 1, bgtq::rope_layout(8, bgtq::rope_pairing::half), 3);
+  REQUIRE_NOTHROW(bgtq::validate(p));
+  bgtq::group_spec twin;
+  twin.bits = 3;
+  twin.blocks = {2};
+  twin.seed = 7;
+  p.heads[0].groups.push_back(twin);
+  try {
+    bgtq::validate(p);
+    FAIL("a block in two groups was accepted");
+  } catch (const bgtq::error& e) {
+    REQUIRE(e.code() == bgtq::errc::invalid_argument);
+    REQUIRE(std::string(e.what()).find("block 2 appears in 2 groups") != std::string::npos);
   }
 }
