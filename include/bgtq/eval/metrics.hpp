@@ -62,6 +62,8 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
   double mae = 0, kl = 0, top = 0, rel = 0;
   std::vector<int> idx(static_cast<std::size_t>(T)), idx2(static_cast<std::size_t>(T));
   std::vector<double> p(static_cast<std::size_t>(T)), ph(static_cast<std::size_t>(T));
+  mat S(std::min(query_block, T - t_begin), T), Sh(S.rows(), T);
+  Eigen::RowVectorXd o(D), oh(D);
   for (int h = 0; h < Hkv; ++h) {
     const mat K = gather(k, Hkv, h, 0, T), Kh = gather(k_hat, Hkv, h, 0, T);
     mat V, Vh;
@@ -73,8 +75,7 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
       const mat Q = gather(q, Hq, g, t_begin, T);
       // the scores of query_block queries at a time against the keys they see (causal):
       // memory linear in T (a whole [Tq][T] pair of matrices would be 2 * 8 * T^2 bytes,
-      // 17 GB at T = 32K)
-      mat S, Sh;
+      // 17 GB at T = 32K); the two blocks are allocated once, at their largest
       for (int i = 0; i < T - t_begin; ++i) {
         const int t = t_begin + i;
         const int n = t + 1;
@@ -82,8 +83,8 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
         if (ib == 0) {
           const int rows = std::min(query_block, T - t_begin - i);
           const int cols = t + rows;  // keys [0, cols) cover the block's last query
-          S = Q.middleRows(i, rows) * K.topRows(cols).transpose() * inv_sqrt_d;
-          Sh = Q.middleRows(i, rows) * Kh.topRows(cols).transpose() * inv_sqrt_d;
+          S.topLeftCorner(rows, cols).noalias() = inv_sqrt_d * (Q.middleRows(i, rows) * K.topRows(cols).transpose());
+          Sh.topLeftCorner(rows, cols).noalias() = inv_sqrt_d * (Q.middleRows(i, rows) * Kh.topRows(cols).transpose());
         }
         double mx = -INFINITY, mxh = -INFINITY;
         for (int s = 0; s < n; ++s) {
@@ -117,16 +118,11 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
           for (int b = 0; b < m; ++b) common += idx[static_cast<std::size_t>(a)] == idx2[static_cast<std::size_t>(b)];
         top += static_cast<double>(common) / m;
         if (v && v_hat) {
-          double num = 0, den = 0;
-          for (int j = 0; j < D; ++j) {
-            double o = 0, oh = 0;
-            for (int s = 0; s < n; ++s) {
-              o += p[static_cast<std::size_t>(s)] * V(s, j);
-              oh += ph[static_cast<std::size_t>(s)] * Vh(s, j);
-            }
-            num += (o - oh) * (o - oh);
-            den += o * o;
-          }
+          // o = p^T V over the keys seen, a row vector times the row-major value rows
+          // (contiguous; a coordinate-at-a-time sum strides through V by D doubles)
+          o.noalias() = Eigen::Map<const Eigen::RowVectorXd>(p.data(), n) * V.topRows(n);
+          oh.noalias() = Eigen::Map<const Eigen::RowVectorXd>(ph.data(), n) * Vh.topRows(n);
+          const double num = (o - oh).squaredNorm(), den = o.squaredNorm();
           rel += den > 0 ? std::sqrt(num / den) : std::sqrt(num);
         }
         r.pairs += n;
