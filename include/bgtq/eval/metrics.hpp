@@ -62,8 +62,7 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
   double mae = 0, kl = 0, top = 0, rel = 0;
   std::vector<int> idx(static_cast<std::size_t>(T)), idx2(static_cast<std::size_t>(T));
   std::vector<double> p(static_cast<std::size_t>(T)), ph(static_cast<std::size_t>(T));
-  mat S(std::min(query_block, T - t_begin), T), Sh(S.rows(), T);
-  Eigen::RowVectorXd o(D), oh(D);
+  mat S(std::min(query_block, T - t_begin), T), Sh(S.rows(), T), O(S.rows(), D), Oh(S.rows(), D);
   for (int h = 0; h < Hkv; ++h) {
     const mat K = gather(k, Hkv, h, 0, T), Kh = gather(k_hat, Hkv, h, 0, T);
     mat V, Vh;
@@ -75,14 +74,14 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
       const mat Q = gather(q, Hq, g, t_begin, T);
       // the scores of query_block queries at a time against the keys they see (causal):
       // memory linear in T (a whole [Tq][T] pair of matrices would be 2 * 8 * T^2 bytes,
-      // 17 GB at T = 32K); the two blocks are allocated once, at their largest
+      // 17 GB at T = 32K); the blocks are allocated once, at their largest
       for (int i = 0; i < T - t_begin; ++i) {
         const int t = t_begin + i;
         const int n = t + 1;
         const int ib = i % query_block;  // row of this query in the block
+        const int rows = std::min(query_block, T - t_begin - (i - ib));  // queries in this block
+        const int cols = t - ib + rows;  // keys [0, cols) cover the block's last query
         if (ib == 0) {
-          const int rows = std::min(query_block, T - t_begin - i);
-          const int cols = t + rows;  // keys [0, cols) cover the block's last query
           S.topLeftCorner(rows, cols).noalias() = inv_sqrt_d * (Q.middleRows(i, rows) * K.topRows(cols).transpose());
           Sh.topLeftCorner(rows, cols).noalias() = inv_sqrt_d * (Q.middleRows(i, rows) * Kh.topRows(cols).transpose());
         }
@@ -118,12 +117,20 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
           for (int b = 0; b < m; ++b) common += idx[static_cast<std::size_t>(a)] == idx2[static_cast<std::size_t>(b)];
         top += static_cast<double>(common) / m;
         if (v && v_hat) {
-          // o = p^T V over the keys seen, a row vector times the row-major value rows
-          // (contiguous; a coordinate-at-a-time sum strides through V by D doubles)
-          o.noalias() = Eigen::Map<const Eigen::RowVectorXd>(p.data(), n) * V.topRows(n);
-          oh.noalias() = Eigen::Map<const Eigen::RowVectorXd>(ph.data(), n) * Vh.topRows(n);
-          const double num = (o - oh).squaredNorm(), den = o.squaredNorm();
-          rel += den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+          // the block's outputs o = p^T V as one product per block: this query's weights
+          // replace its (used) scores, zero past the keys it sees
+          S.row(ib).head(n) = Eigen::Map<const Eigen::RowVectorXd>(p.data(), n);
+          Sh.row(ib).head(n) = Eigen::Map<const Eigen::RowVectorXd>(ph.data(), n);
+          S.row(ib).segment(n, cols - n).setZero();
+          Sh.row(ib).segment(n, cols - n).setZero();
+          if (ib == rows - 1) {
+            O.topRows(rows).noalias() = S.topLeftCorner(rows, cols) * V.topRows(cols);
+            Oh.topRows(rows).noalias() = Sh.topLeftCorner(rows, cols) * Vh.topRows(cols);
+            for (int b = 0; b < rows; ++b) {
+              const double num = (O.row(b) - Oh.row(b)).squaredNorm(), den = O.row(b).squaredNorm();
+              rel += den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+            }
+          }
         }
         r.pairs += n;
         ++r.queries;
