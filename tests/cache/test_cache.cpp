@@ -242,3 +242,50 @@ TEST_CASE("fp16 radii that would overflow are clamped and counted", "[cache]") {
   cache.decode_key(s, 0, 0, 0, x.data());
   for (float f : x) REQUIRE(std::isfinite(f));
 }
+
+TEST_CASE("a capacity error leaves the statistics unchanged too (non-finite rows not counted)", "[cache]") {
+  const int D = 8;
+  auto cfg = small_config(1, 1, 1, D, 1);
+  cfg.nonfinite = bgtq::nonfinite_policy::zero;
+  auto cache = make_bgtq::build(cfg, 3);
+  const int s = cache.add_sequence();
+  auto k = rows(65, 1, D, 1), v = rows(65, 1, D, 2);
+  cache.append(s, 0, k.data(), v.data(), 64);  // fills the only page
+  const auto before = cache.stats();
+  k[64 * D + 2] = std::numeric_limits<float>::quiet_NaN();
+  try {
+    cache.append(s, 0, k.data() + 64 * D, v.data() + 64 * D, 1);
+    FAIL("no error");
+  } catch (const bgtq::error& e) {
+    REQUIRE(e.code() == bgtq::errc::capacity_exhausted);
+  }
+  REQUIRE(cache.length(s, 0) == 64);
+  REQUIRE(cache.stats().nonfinite == before.nonfinite);
+  REQUIRE(cache.stats().vectors == before.vectors);
+}
+
+TEST_CASE("bytes_used counts each layer's own window when layers have different lengths", "[cache]") {
+  // engines append layer by layer: mid-step, layer 0 can be a page ahead of layer 1
+  const int D = 16, H = 2, L = 2;
+  auto cache = make_bgtq::build(small_config(L, H, 2 * H, D, 4, 2, 3), 9);
+  const int s = cache.add_sequence();
+  const auto k = rows(69, H, D, 3), v = rows(69, H, D, 4);
+  cache.append(s, 0, k.data(), v.data(), 69);  // 2 sink + 64 paged + 3 recent
+  cache.append(s, 1, k.data(), v.data(), 4);   // 2 sink + 2 recent, nothing paged
+  const std::size_t row = static_cast<std::size_t>(H) * D * 2u * 2u;  // K and V of one token, fp16
+  REQUIRE(cache.bytes_used() == cache.page_bytes() + (5u + 4u) * row);
+}
+
+TEST_CASE("every page part and value part is 64-byte aligned, for odd record sizes too", "[cache]") {
+  // D = 40 with random widths: record sizes that are not multiples of 64 before padding
+  for (std::uint64_t seed : {5u, 6u, 7u}) {
+    auto cache = make_bgtq::build(small_config(2, 2, 4, 40, 3), seed);
+    for (int l = 0; l < 2; ++l)
+      for (int h = 0; h < 2; ++h) {
+        INFO("seed " << seed << " layer " << l << " head " << h);
+        REQUIRE(cache.head_page_bytes(l, h) % 64 == 0);
+        REQUIRE(cache.value_offset(l, h) % 64 == 0);
+        for (int p = 0; p < cache.pages_total(); ++p) REQUIRE(reinterpret_cast<std::uintptr_t>(cache.page_ptr(p, l, h)) % 64 == 0);
+      }
+  }
+}

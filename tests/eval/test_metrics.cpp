@@ -142,3 +142,17 @@ TEST_CASE("compare_attention of identical keys and values is exact: zero error, 
   CHECK(m.queries == 2 * 130);
   CHECK(m.pairs == 2 * 130 * 131 / 2);
 }
+
+TEST_CASE("compare_attention: top-10 ties go to the earlier position, as in the definition", "[eval][metrics]") {
+  // every key scores 0 for p (all tied: positions 0..9 are its top 10); k_hat lifts the
+  // last key, so p_hat's top 10 is position 11 then 0..8: an overlap of 9 / 10
+  const int T = 12;
+  const bgtq::layer_shape sh{T, 1, 1, 1};
+  std::vector<float> q(T, 1.0f), k(T, 0.0f), kh(T, 0.0f);
+  kh[T - 1] = 0.5f;
+  const auto m = bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), nullptr, nullptr, T - 1);
+  REQUIRE(m.queries == 1);
+  CHECK(m.top10 == Approx(0.9).margin(1e-12));
+  const auto want = direct(sh, q, k, kh, nullptr, nullptr, T - 1);
+  CHECK(m.top10 == Approx(want.top10).margin(1e-12));
+}

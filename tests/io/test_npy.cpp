@@ -290,6 +290,8 @@ TEST_CASE("npy header dict errors name the problem and the offset", "[io][npy]")
       {"{'descr': '<f4', 'fortran_order': False, }", "no 'shape' key"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'foo': 1, }", "unexpected key 'foo'"},
       {"{'descr': '<f4', 'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", "duplicate key 'descr'"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'shape': (6,), }", "duplicate key 'shape'"},
+      {"{'descr': '<f4', 'fortran_order': False, 'fortran_order': False, 'shape': (2, 3), }", "duplicate key 'fortran_order'"},
       {"{\"descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }", "unterminated string"},
       {"{'descr: '<f4', 'fortran_order': False, 'shape': (2, 3), }", "expected ':' after key"},
       {"{'descr': <f4, 'fortran_order': False, 'shape': (2, 3), }", "expected a quoted dtype string"},
@@ -327,10 +329,27 @@ TEST_CASE("npy header dict errors name the problem and the offset", "[io][npy]")
     require_error([&] { parse(b, "bad.npy"); }, errc::format_error, c.needle);
     require_error([&] { parse(b, "bad.npy"); }, errc::format_error, "bad.npy: ");
   }
-  // offsets point into the header: the unknown key 'foo' starts at 10 + its position
-  const std::string d = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'foo': 1, }";
-  require_error([&] { parse(raw_npy(d, 24)); }, errc::format_error,
-                "bad .npy header at offset " + std::to_string(10 + d.find("'foo'")) + ": unexpected key 'foo'");
+  // offsets point into the header (10 bytes of magic, version and length, then the dict):
+  // at the start of the offending key or value
+  struct offset_case {
+    std::string dict, token, message;
+  };
+  const std::vector<offset_case> at = {
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'foo': 1, }", "'foo'", "unexpected key 'foo'"},
+      {dict_of(">f4", "(2, 3)"), "'>f4'", "unsupported dtype '>f4'"},
+      {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'shape': (6,), }", "'shape': (6", "duplicate key 'shape'"},
+      {dict_of("<f4", "(2, -3)"), "-3", "negative shape entry"},
+      {dict_of("<f4", "(6)"), "(6)", "shape (6) is not a tuple"},
+  };
+  for (const auto& c : at) {
+    INFO("dict: " << c.dict);
+    require_error([&] { parse(raw_npy(c.dict, 24)); }, errc::format_error,
+                  "bad .npy header at offset " + std::to_string(10 + c.dict.find(c.token)) + ": " + c.message);
+  }
+  // the example of docs/formats.md, word for word
+  require_error([&] { parse(raw_npy(dict_of(">f4", "(2, 3)"), 24), "k.npy"); }, errc::format_error,
+                "k.npy: bad .npy header at offset 20: unsupported dtype '>f4' (expected '<f4' float32 or '<f2' float16, "
+                "little-endian)");
   // rank limit
   std::string many = "(";
   for (int i = 0; i < 65; ++i) many += "1, ";
