@@ -3,7 +3,12 @@
 #include <bgtq/core/thread_pool.hpp>
 
 #include <atomic>
+#include <chrono>
+#include <map>
+#include <mutex>
+#include <set>
 #include <stdexcept>
+#include <thread>
 #include <vector>
 
 #include "common.hpp"
@@ -42,4 +47,33 @@ TEST_CASE("thread_pool: a throwing task is rethrown by run, the rest skipped, th
     pool.run(64, [&](int, int) { count.fetch_add(1); });
     REQUIRE(count.load() == 64);
   }
+}
+
+TEST_CASE("thread_pool: each worker index belongs to one thread (per-worker workspaces never shared)", "[core][pool]") {
+  // decode_attention gives task `worker` the workspace ws[worker]: two threads with one
+  // index would write the same scratch at once. Every (index, thread) pair seen is
+  // recorded; an index must map to one thread and a thread to one index.
+  bgtq::thread_pool pool(4);
+  std::mutex mu;
+  std::map<int, std::set<std::thread::id>> threads_of;
+  std::map<std::thread::id, std::set<int>> indices_of;
+  std::atomic<int> in_use[4] = {0, 0, 0, 0};
+  std::atomic<int> clashes{0};
+  pool.run(200, [&](int, int w) {
+    if (in_use[w].exchange(1) != 0) clashes.fetch_add(1);
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      threads_of[w].insert(std::this_thread::get_id());
+      indices_of[std::this_thread::get_id()].insert(w);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // so the threads overlap
+    in_use[w].store(0);
+  });
+  REQUIRE(clashes.load() == 0);
+  REQUIRE(threads_of.size() >= 2);  // the work was spread (200 ms of sleeps over 4 threads)
+  for (const auto& [w, ids] : threads_of) {
+    INFO("worker index " << w);
+    REQUIRE(ids.size() == 1);
+  }
+  for (const auto& [id, ws] : indices_of) REQUIRE(ws.size() == 1);
 }

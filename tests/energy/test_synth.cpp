@@ -307,6 +307,64 @@ TEST_CASE("synth values are near-isotropic with mild spread", "[energy][synth]")
   }
 }
 
+TEST_CASE("synth energy scales: E k^2 per coordinate = key_rms^2, E|q|^2 / E|k|^2 = query_key_energy", "[energy][synth]") {
+  // the estimator tests compare against expected_scores, which would scale with a wrong
+  // amplitude: these pin the absolute levels (8%: sampling over 2 x 1024 tokens)
+  const synth_config c = small_config(rope_pairing::half, 64, 1024);
+  const auto s = bgtq::generate_synth(c);
+  double kk = 0, qq = 0;
+  for (float x : s.k) kk += double(x) * x;
+  for (float x : s.q) qq += double(x) * x;
+  const double k2 = kk / static_cast<double>(s.k.size()), q_over_k = (qq / static_cast<double>(s.q.size())) / k2;
+  INFO("mean k^2 " << k2 << " (key_rms^2 " << c.key_rms * c.key_rms << "), E|q|^2/E|k|^2 " << q_over_k);
+  CHECK(k2 == Approx(c.key_rms * c.key_rms).epsilon(0.08));
+  CHECK(q_over_k == Approx(c.query_key_energy).epsilon(0.08));
+}
+
+TEST_CASE("synth queries and keys are both post-RoPE: their per-head means rotate with the position", "[energy][synth]") {
+  // block 0 turns by 1 rad per token: a fixed per-head mean averages away over positions
+  // unless RoPE is undone first. Both q and k must show it (a generator that forgot to
+  // rotate the queries would show the opposite for q).
+  synth_config c = small_config(rope_pairing::half, 64, 512);
+  c.base_coherence_max = 0.9;
+  const auto s = bgtq::generate_synth(c);
+  const int d = c.rope.head_dim;
+  const auto dd = c.rope.block_dims(0);
+  for (const bool queries : {false, true}) {
+    const int H = queries ? c.q_heads : c.kv_heads;
+    const std::vector<float>& a = queries ? s.q : s.k;
+    double post = 0, pre = 0;
+    std::vector<float> x(static_cast<std::size_t>(d));
+    for (int l = 0; l < c.layers; ++l)
+      for (int h = 0; h < H; ++h) {
+        double mp[2] = {0, 0}, mu[2] = {0, 0};
+        for (int t = 0; t < c.tokens; ++t) {
+          const float* src = a.data() + ((static_cast<std::size_t>(l) * c.tokens + t) * H + h) * d;
+          x.assign(src, src + d);
+          mp[0] += x[static_cast<std::size_t>(dd[0])];
+          mp[1] += x[static_cast<std::size_t>(dd[1])];
+          bgtq::apply_rope(c.rope, x.data(), -static_cast<long>(t));
+          mu[0] += x[static_cast<std::size_t>(dd[0])];
+          mu[1] += x[static_cast<std::size_t>(dd[1])];
+        }
+        post += mp[0] * mp[0] + mp[1] * mp[1];
+        pre += mu[0] * mu[0] + mu[1] * mu[1];
+      }
+    INFO((queries ? "queries" : "keys") << ": |mean|^2 as stored " << post << ", with RoPE undone " << pre);
+    CHECK(pre > 20.0 * post);  // measured: over 400x for the queries
+  }
+}
+
+TEST_CASE("synth value scale holds at a large per-token spread (E nu^2 = 1 for any cv)", "[energy][synth]") {
+  synth_config c = small_config(rope_pairing::interleaved, 64, 2048);
+  c.q_heads = 4;
+  c.value_token_cv = 1.0;  // the default 0.2 hides a wrong log-normal correction inside 5%
+  const auto s = bgtq::generate_synth(c);
+  double ss = 0;
+  for (float x : s.v) ss += double(x) * x;
+  CHECK(std::sqrt(ss / static_cast<double>(s.v.size())) == Approx(c.value_rms).epsilon(0.06));
+}
+
 TEST_CASE("real Llama-2 layer: the estimator reproduces the documented spreads", "[energy][synth][data]") {
   const std::string dir = bgtq_test::require_data("llama2_7b_layer9/q.npy");
   const std::string base = dir.substr(0, dir.size() - 5);

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -226,6 +227,25 @@ TEST_CASE("several arrays through atomic_write_files: all or none, and one file 
   CHECK(bgtq::read_npy(ka).data == b);
   // the shape errors of npy_bytes come from npy_output itself, before any file is touched
   require_error([&] { (void)bgtq::npy_output(va, nullptr, {3}); }, errc::invalid_argument, "null data");
+}
+
+TEST_CASE("atomic_write_files: a failure after the first temporary leaves no temporary behind", "[io][npy]") {
+  // the earlier outputs' temporaries exist when a later one fails: both the missing
+  // directory of the second target and a throwing second writer must remove them all
+  bgtq_test::temp_dir dir("atomic_cleanup");
+  for (int k = 0; k < 2; ++k) {
+    INFO((k == 0 ? "second target's directory is missing" : "second writer throws"));
+    const std::vector<bgtq::output_file> files = {
+        {dir.file("a.bin"), [](std::ostream& os) { os << "abc"; }, true},
+        {k == 0 ? dir.file("nodir/b.bin") : dir.file("b.bin"),
+         [k](std::ostream& os) {
+           if (k == 1) throw std::runtime_error("writer failed");
+           os << "x";
+         },
+         true}};
+    REQUIRE_THROWS(bgtq::atomic_write_files(files));
+    CHECK(dir.entries().empty());
+  }
 }
 
 TEST_CASE("npy preamble errors: magic, version, header length, truncation", "[io][npy]") {

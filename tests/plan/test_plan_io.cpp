@@ -385,6 +385,13 @@ TEST_CASE("plan file: out-of-range fields behind a valid checksum are named with
       {off_base, 0x3FF0000000000000ull, 8, errc::format_error, "at offset 44: rope base = 1.0"},
       {off_base, std::bit_cast<std::uint64_t>(nan), 8, errc::format_error, "rope base = nan"},
       {off_codebook, 3, 1, errc::format_error, "at offset 53: codebook kind = 3 is not a valid value (0..2)"},
+      // every other one-byte enum, one past its largest value, named by the reader (with
+      // its offset), not only by validate afterwards
+      {52, 2, 1, errc::format_error, "at offset 52: rope pairing = 2"},
+      {54, 2, 1, errc::format_error, "at offset 54: key radius format = 2"},
+      {55, 2, 1, errc::format_error, "at offset 55: value radius format = 2"},
+      {57, 3, 1, errc::format_error, "at offset 57: alloc scope = 3"},
+      {58, 2, 1, errc::format_error, "at offset 58: distortion kind = 2"},
       {off_norm_corr, 2, 1, errc::format_error, "norm_correction = 2 is not a valid value"},
       {off_value_rot, 9, 1, errc::format_error, "value rotation kind = 9"},
       {off_avg_bits, std::bit_cast<std::uint64_t>(-1.0), 8, errc::format_error, "at offset 60: avg_bits = -1.0"},
