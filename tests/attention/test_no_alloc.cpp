@@ -2,7 +2,9 @@
 // workspaces exist, append and both decode_attention overloads make no heap allocation,
 // for every cache family, with and without the fp16 window, across page boundaries.
 // This program replaces the global operator new/delete with counting versions (they
-// count only while a test enables them; everything else goes to malloc/free as usual).
+// count only while a test enables them; everything else goes to malloc/free as usual),
+// which can also fail one chosen allocation, so that add_sequence's out-of-memory path
+// is tested too.
 #include <bgtq/attention/decode.hpp>
 
 #include <atomic>
@@ -16,9 +18,13 @@
 namespace {
 std::atomic<bool> g_counting{false};
 std::atomic<long> g_allocations{0};
+std::atomic<long> g_fail_at{-1};  // while counting: the allocation with this index throws
 
 void* counted(std::size_t n, std::size_t align) {
-  if (g_counting.load(std::memory_order_relaxed)) g_allocations.fetch_add(1, std::memory_order_relaxed);
+  if (g_counting.load(std::memory_order_relaxed)) {
+    const long i = g_allocations.fetch_add(1, std::memory_order_relaxed);
+    if (i == g_fail_at.load(std::memory_order_relaxed)) throw std::bad_alloc();
+  }
   if (n == 0) n = 1;
   void* p = align > alignof(std::max_align_t) ? std::aligned_alloc(align, (n + align - 1) / align * align) : std::malloc(n);
   if (p == nullptr) throw std::bad_alloc();
@@ -105,4 +111,60 @@ TEST_CASE("append and decode_attention allocate nothing after add_sequence and t
     check_no_alloc<bgtq_test::make_fp16>(sink, recent);
     check_no_alloc<bgtq_test::make_kivi>(sink, recent);
   }
+}
+
+TEST_CASE("add_sequence: any failed allocation is capacity_exhausted and leaves the cache as it was", "[attention][alloc]") {
+  // each of add_sequence's allocations fails in turn (a fresh slot and a freed one):
+  // a bgtq::error, never std::bad_alloc; no sequence, page or byte appears; the live
+  // sequence keeps its tokens; the next add_sequence succeeds with the same id
+  auto cache = bgtq_test::make_bgtq::build(bgtq_test::small_config(1, 2, 4, 16, 8, 2, 3), 3);
+  const int live = cache.add_sequence();
+  const int freed = cache.add_sequence();
+  std::vector<float> k(static_cast<std::size_t>(70) * 2 * 16), v(k.size()), before(16), after(16);
+  bgtq_test::fill_normal(k, 1);
+  bgtq_test::fill_normal(v, 2);
+  cache.append(live, 0, k.data(), v.data(), 70);
+  cache.decode_key(live, 0, 1, 40, before.data());
+  for (const bool reuse : {false, true}) {
+    if (reuse) cache.free_sequence(freed);  // the next id is the freed slot's
+    const int want_id = reuse ? freed : freed + 1;
+    const auto pages = cache.pages_free();
+    const auto reserved = cache.bytes_reserved();
+    int failures = 0;
+    for (long at = 0;; ++at) {
+      INFO((reuse ? "reused slot" : "new slot") << ", allocation " << at << " fails");
+      REQUIRE(at < 64);
+      int id = -1;
+      bool threw = false;
+      g_allocations = 0;
+      g_fail_at = at;
+      g_counting = true;
+      try {
+        id = cache.add_sequence();
+      } catch (const bgtq::error& e) {
+        threw = true;
+        g_counting = false;
+        CHECK(e.code() == bgtq::errc::capacity_exhausted);
+      } catch (...) {
+        g_counting = false;
+        FAIL("an exception other than bgtq::error escaped add_sequence");
+      }
+      g_counting = false;
+      g_fail_at = -1;
+      if (!threw) {  // past its last allocation: it succeeded, with the id it would have had
+        CHECK(id == want_id);
+        cache.free_sequence(id);
+        break;
+      }
+      ++failures;
+      REQUIRE(cache.pages_free() == pages);
+      REQUIRE(cache.bytes_reserved() == reserved);
+      REQUIRE_THROWS_AS(cache.length(want_id, 0), bgtq::error);  // no half-made sequence
+      REQUIRE(cache.length(live, 0) == 70);
+    }
+    CHECK(failures >= 7);  // the page table, lengths, positions and four window buffers
+  }
+  cache.decode_key(live, 0, 1, 40, after.data());
+  REQUIRE(before == after);
+  REQUIRE(cache.add_sequence() == freed);
 }
