@@ -78,6 +78,12 @@ expect_usage("unknown option" "unknown option --bogus" --layers 1 --tokens 4 --q
 # swallow the next option (-o here), and is reported as unknown
 expect_usage("typo" "missing required option --layers \\(--layer was given, which is not an option here: a typo\\?\\)"
              --layer 1 --tokens 4 --q-heads 2 --kv-heads 1 --dim 8 --rope half)
+# a correct option whose name extends the missing one's is not called a typo
+bgtq_run(out err rc synth --layers 1 --tokens 4 --q-heads 2 --kv-heads 1 --dim 8 --rope-base 500000 -o ${WORK}/rb)
+bgtq_expect_rc(${rc} 2 "missing --rope beside --rope-base" "${err}")
+if(NOT err MATCHES "missing required option --rope" OR err MATCHES "typo")
+  message(FATAL_ERROR "missing --rope beside --rope-base: '${err}'")
+endif()
 expect_usage("unknown before -o" "unknown option --bogus" --layers 1 --tokens 4 --q-heads 2 --kv-heads 1 --dim 8 --rope half --bogus)
 expect_usage("dim above 1024" "--dim 2000 is out of range \\[2, 1024\\]" --layers 1 --tokens 4 --q-heads 2 --kv-heads 1 --dim 2000 --rope half)
 expect_usage("value missing" "option --dim needs a value" --layers 1 --tokens 4 --q-heads 2 --kv-heads 1 --dim --rope half)

@@ -17,7 +17,12 @@ bool looks_like_option(const std::string& a) { return a == "-o" || (a.rfind("--"
 
 //! Edit distance <= 2, or one name a prefix of the other: "--avg-bit" for "--avg-bits".
 bool near_miss(const std::string& a, const std::string& b) {
-  if (a.rfind(b, 0) == 0 || b.rfind(a, 0) == 0) return true;
+  // one a prefix of the other ("layer" / "layers"), but not a compound option built on
+  // the other ("rope-base" is its own option, not a typo for "rope")
+  const auto prefix = [](const std::string& longer, const std::string& shorter) {
+    return longer.rfind(shorter, 0) == 0 && (longer.size() == shorter.size() || longer[shorter.size()] != '-');
+  };
+  if (prefix(a, b) || prefix(b, a)) return true;
   const std::size_t n = a.size(), m = b.size();
   if (n > m + 2 || m > n + 2) return false;
   std::vector<std::size_t> prev(m + 1), cur(m + 1);
