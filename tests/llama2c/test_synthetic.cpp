@@ -68,6 +68,32 @@ TEST_CASE("synthetic checkpoint round-trips through from_bytes and a file", "[ll
   }
 }
 
+TEST_CASE("engine's RMSNorm epsilon is llama2.c's 1e-5: tiny activations, where it dominates", "[llama2c]") {
+  // With N(0, 1) embeddings mean(x^2) ~ 1 and the epsilon is invisible within the forward
+  // pass tolerance; with embeddings scaled by 1e-3 (mean(x^2) ~ 1e-6) it sets the first
+  // norm's scale, so a different epsilon moves every logit far beyond 2e-5.
+  const lc::config c = untied_cfg();
+  auto w = random_weights(c, 12);
+  for (float& x : w.token_embedding) x *= 1e-3f;
+  const lc::model m = lc::model::from_weights(c, w);
+  lc::fp32_kv_backend kv(c);
+  lc::engine e(m, kv);
+  reference_model ref(c, w);
+  for (int pos = 0; pos < 3; ++pos) {
+    const int tok = (7 * pos + 1) % c.vocab_size;
+    const float* lg = e.forward(tok, pos);
+    const auto want = ref.forward(tok);
+    double err = 0, scale = 0;
+    for (int i = 0; i < c.vocab_size; ++i) {
+      err = std::max(err, std::abs(lg[i] - want[i]));
+      scale = std::max(scale, std::abs(want[i]));
+    }
+    INFO("pos " << pos << " max |logit err| " << err << " scale " << scale);
+    REQUIRE(scale > 1e-3);  // the logits are not vanishing: the comparison can fail
+    REQUIRE(err <= 2e-5 * std::max(1.0, scale));
+  }
+}
+
 TEST_CASE("engine matches a double-precision reference forward pass", "[llama2c]") {
   for (const lc::config c : {tied_cfg(), untied_cfg()}) {
     const auto w = random_weights(c, 11);
