@@ -32,8 +32,6 @@ struct layout_case {
 const layout_case k_shapes[] = {{40, 64, 0, 0}, {64, 128, 3, 5}, {40, 64, 1, 70}};
 constexpr int k_layers = 2, k_heads = 2, k_tokens = 300;
 
-float fp16_of(float x) { return bgtq::half_bits_to_float(bgtq::float_to_half_bits(bgtq::saturate_half(x))); }
-
 // want(l, h, i, out): the expected decode of the i-th token held in pages of (l, h)
 // (position sink + i).
 using page_ref = std::function<void(int, int, std::int64_t, float*)>;
@@ -43,7 +41,7 @@ using page_ref = std::function<void(int, int, std::int64_t, float*)>;
 std::vector<float> encoded_row(const float* row, int D, bool via_window) {
   std::vector<float> x(row, row + D);
   if (via_window)
-    for (float& f : x) f = fp16_of(f);
+    for (float& f : x) f = bgtq::stored_half(f);
   return x;
 }
 
@@ -97,7 +95,7 @@ void check_tokens(const Cache& c, int s, int D, const std::vector<float>& k, con
           if (paged)
             (value ? value_ref : key_ref)(l, h, t - view.sink, want.data());
           else
-            for (int j = 0; j < D; ++j) want[static_cast<std::size_t>(j)] = fp16_of(row[j]);
+            for (int j = 0; j < D; ++j) want[static_cast<std::size_t>(j)] = bgtq::stored_half(row[j]);
           if (value)
             c.decode_value(s, l, h, t, got.data());
           else
@@ -150,8 +148,8 @@ void check_kivi(const bgtq::kivi_options& o, const layout_case& lc, std::uint64_
         for (int j = 0; j < lc.D; ++j) {
           // keys and values both go through the window (a KIVI token is paged with its block)
           const std::size_t src = ((static_cast<std::size_t>(view.sink) + i) * k_heads + h) * lc.D + j;
-          xk[static_cast<std::size_t>(i) * lc.D + j] = fp16_of(k[src]);
-          xv[static_cast<std::size_t>(i) * lc.D + j] = fp16_of(v[src]);
+          xk[static_cast<std::size_t>(i) * lc.D + j] = bgtq::stored_half(k[src]);
+          xv[static_cast<std::size_t>(i) * lc.D + j] = bgtq::stored_half(v[src]);
         }
       kr.emplace_back(xk.size());
       vr.emplace_back(xv.size());

@@ -14,15 +14,19 @@
 
 namespace {
 
-// The largest error KIVI may make on x when its group spans [lo, hi] at `bits`.
-double kivi_bound(float lo, float hi, int bits, bool symmetric) {
+// The quantization step of a group spanning [lo, hi] at `bits`, and the largest error
+// KIVI may make on one of its elements.
+struct kivi_limit {
+  double step, bound;
+};
+kivi_limit kivi_bound(float lo, float hi, int bits, bool symmetric) {
   const double levels = (1 << bits) - 1;
   const double span = symmetric ? 2.0 * std::max(std::fabs(lo), std::fabs(hi)) : static_cast<double>(hi) - lo;
   const double step = span / levels;
   const double u = std::ldexp(1.0, -11);  // fp16 unit roundoff
   // half a step (of the rounded step), the grid's ends moved by the rounding of the zero
   // point (|lo| u) and of the step (levels times step u), and fp32 slack
-  return 0.5 * step * (1 + u) + u * (std::fabs(lo) + std::fabs(hi)) + levels * step * u + 1e-6 * (std::fabs(lo) + std::fabs(hi));
+  return {step, 0.5 * step * (1 + u) + u * (std::fabs(lo) + std::fabs(hi)) + levels * step * u + 1e-6 * (std::fabs(lo) + std::fabs(hi))};
 }
 
 }  // namespace
@@ -49,8 +53,7 @@ TEST_CASE("KIVI round trips stay within half a step (plus fp16 parameter roundin
             lo = std::min(lo, x[static_cast<std::size_t>(t) * D + j]);
             hi = std::max(hi, x[static_cast<std::size_t>(t) * D + j]);
           }
-          const double bound = kivi_bound(lo, hi, bits, symmetric);
-          const double step = (symmetric ? 2.0 * std::max(std::fabs(lo), std::fabs(hi)) : hi - lo) / ((1 << bits) - 1);
+          const auto [step, bound] = kivi_bound(lo, hi, bits, symmetric);
           for (int t = t0; t < std::min(T, t0 + 32); ++t) {
             const std::size_t i = static_cast<std::size_t>(t) * D + j;
             const double e = std::fabs(static_cast<double>(y[i]) - x[i]);
@@ -66,8 +69,7 @@ TEST_CASE("KIVI round trips stay within half a step (plus fp16 parameter roundin
       for (int t = 0; t < T; ++t) {
         const float* row = x.data() + static_cast<std::size_t>(t) * D;
         const float lo = *std::min_element(row, row + D), hi = *std::max_element(row, row + D);
-        const double bound = kivi_bound(lo, hi, bits, symmetric);
-        const double step = (symmetric ? 2.0 * std::max(std::fabs(lo), std::fabs(hi)) : hi - lo) / ((1 << bits) - 1);
+        const auto [step, bound] = kivi_bound(lo, hi, bits, symmetric);
         for (int j = 0; j < D; ++j) {
           const double e = std::fabs(static_cast<double>(y[static_cast<std::size_t>(t) * D + j]) - row[j]);
           INFO("value t=" << t << " j=" << j << " bound=" << bound);
@@ -85,7 +87,7 @@ TEST_CASE("KIVI keeps a constant group exact and the group's extremes on its gri
   bgtq::kivi_options o;
   o.bits = 3;
   bgtq::kivi_keys_roundtrip(x.data(), 40, 1, o, y.data());
-  for (float v : y) REQUIRE(v == bgtq::half_bits_to_float(bgtq::float_to_half_bits(0.3f)));
+  for (float v : y) REQUIRE(v == bgtq::stored_half(0.3f));
   // asymmetric: the minimum decodes to the zero point (code 0), the maximum to code 2^b - 1
   const float row[4] = {-1.0f, 0.25f, 0.5f, 2.0f};
   float out[4];

@@ -68,6 +68,21 @@ TEST_CASE("synthetic checkpoint round-trips through from_bytes and a file", "[ll
   }
 }
 
+namespace {
+// Largest |engine logit - reference logit| and largest |reference logit|.
+struct logit_error {
+  double err = 0, scale = 0;
+};
+logit_error compare_logits(const float* got, const std::vector<double>& want, int vocab) {
+  logit_error e;
+  for (int i = 0; i < vocab; ++i) {
+    e.err = std::max(e.err, std::abs(got[i] - want[static_cast<std::size_t>(i)]));
+    e.scale = std::max(e.scale, std::abs(want[static_cast<std::size_t>(i)]));
+  }
+  return e;
+}
+}  // namespace
+
 TEST_CASE("engine's RMSNorm epsilon is llama2.c's 1e-5: tiny activations, where it dominates", "[llama2c]") {
   // With N(0, 1) embeddings mean(x^2) ~ 1 and the epsilon is invisible within the forward
   // pass tolerance; with embeddings scaled by 1e-3 (mean(x^2) ~ 1e-6) it sets the first
@@ -81,13 +96,7 @@ TEST_CASE("engine's RMSNorm epsilon is llama2.c's 1e-5: tiny activations, where 
   reference_model ref(c, w);
   for (int pos = 0; pos < 3; ++pos) {
     const int tok = (7 * pos + 1) % c.vocab_size;
-    const float* lg = e.forward(tok, pos);
-    const auto want = ref.forward(tok);
-    double err = 0, scale = 0;
-    for (int i = 0; i < c.vocab_size; ++i) {
-      err = std::max(err, std::abs(lg[i] - want[i]));
-      scale = std::max(scale, std::abs(want[i]));
-    }
+    const auto [err, scale] = compare_logits(e.forward(tok, pos), ref.forward(tok), c.vocab_size);
     INFO("pos " << pos << " max |logit err| " << err << " scale " << scale);
     REQUIRE(scale > 1e-3);  // the logits are not vanishing: the comparison can fail
     REQUIRE(err <= 2e-5 * std::max(1.0, scale));
@@ -108,13 +117,7 @@ TEST_CASE("engine matches a double-precision reference forward pass", "[llama2c]
     bgtq::counter_rng rng(3);
     for (int pos = 0; pos < c.seq_len; ++pos) {
       const int tok = static_cast<int>(rng.below(static_cast<std::uint32_t>(c.vocab_size)));
-      const float* lg = e.forward(tok, pos);
-      const auto want = ref.forward(tok);
-      double err = 0, scale = 0;
-      for (int i = 0; i < c.vocab_size; ++i) {
-        err = std::max(err, std::abs(lg[i] - want[i]));
-        scale = std::max(scale, std::abs(want[i]));
-      }
+      const auto [err, scale] = compare_logits(e.forward(tok, pos), ref.forward(tok), c.vocab_size);
       INFO("dim " << c.dim << " pos " << pos << " max |logit err| " << err << " scale " << scale);
       REQUIRE(err <= 2e-5 * std::max(1.0, scale));
       // capture: post-RoPE q of the last layer at this position, k/v as stored

@@ -112,10 +112,9 @@ int run(cli::args& a) {
       method_result r;
       if (m.method == "fp16") {
         // as the fp16 cache stores them (docs/errors.md, row 19): clamped to +-65504, never Inf
-        const auto fp16 = [](float x) { return half_bits_to_float(float_to_half_bits(saturate_half(x))); };
-        for (std::size_t i = 0; i < nk; ++i) khat[i] = fp16(kl[i]);
+        for (std::size_t i = 0; i < nk; ++i) khat[i] = stored_half(kl[i]);
         if (vl)
-          for (std::size_t i = 0; i < nk; ++i) vhat[i] = fp16(vl[i]);
+          for (std::size_t i = 0; i < nk; ++i) vhat[i] = stored_half(vl[i]);
         r.key_bytes = r.value_bytes = 2.0 * D;
       } else if (m.method == "kivi" || m.method == "kivi-sym") {
         kivi_options o;

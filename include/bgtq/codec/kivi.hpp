@@ -31,18 +31,18 @@ namespace detail {
 //! Asymmetric: zero = lo, scale = (hi - lo) / (2^b - 1). Symmetric: a = max(|lo|, |hi|),
 //! scale = 2a / (2^b - 1), zero = -(2^b - 1)/2 * scale. A constant group gets scale 0.
 //! Scale and stored zero point saturate at the fp16 range (+-65504) instead of becoming
-//! Inf (saturate_half), so a group beyond that range decodes with clamped codes, never to
+//! Inf (stored_half), so a group beyond that range decodes with clamped codes, never to
 //! NaN/Inf.
 
 BGTQ_HOST_DEVICE void kivi_params(float lo, float hi, int bits, bool symmetric, float& scale, float& zero) {
   const float levels = static_cast<float>((1 << bits) - 1);
   if (symmetric) {
     const float a = (hi > -lo ? hi : -lo);
-    scale = half_bits_to_float(float_to_half_bits(saturate_half(2.0f * a / levels)));
+    scale = stored_half(2.0f * a / levels);
     zero = -0.5f * levels * scale;
   } else {
-    scale = half_bits_to_float(float_to_half_bits(saturate_half((hi - lo) / levels)));
-    zero = half_bits_to_float(float_to_half_bits(saturate_half(lo)));
+    scale = stored_half((hi - lo) / levels);
+    zero = stored_half(lo);
   }
 }
 

@@ -52,7 +52,7 @@ BGTQ_HOST_DEVICE float load_radius(const std::uint8_t* src, bool fp32) {
 //! The value a radius takes once stored (fp16 rounding and clamping, or exact fp32).
 BGTQ_HOST_DEVICE float round_radius(float r, bool fp32) {
   if (fp32) return r;
-  return half_bits_to_float(float_to_half_bits(saturate_half(r)));
+  return stored_half(r);
 }
 
 }  // namespace bgtq::detail

@@ -113,6 +113,9 @@ BGTQ_HOST_DEVICE constexpr bool beyond_half(float x) { return x > half_max || x 
 //! rounding to Inf.
 BGTQ_HOST_DEVICE constexpr float saturate_half(float x) { return x > half_max ? half_max : (x < -half_max ? -half_max : x); }
 
+//! The value x keeps through one of those fp16 stores: saturated, then rounded to nearest even.
+BGTQ_HOST_DEVICE float stored_half(float x) { return half_bits_to_float(float_to_half_bits(saturate_half(x))); }
+
 //! A 16-bit IEEE half stored as bits; explicit conversions only, so no arithmetic on
 //! halves happens by accident.
 struct half {

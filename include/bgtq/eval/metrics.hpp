@@ -61,7 +61,6 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
   attention_metrics r;
   double mae = 0, kl = 0, top = 0, rel = 0;
   std::vector<int> idx(static_cast<std::size_t>(T)), idx2(static_cast<std::size_t>(T));
-  std::vector<double> p(static_cast<std::size_t>(T)), ph(static_cast<std::size_t>(T));
   mat S(std::min(query_block, T - t_begin), T), Sh(S.rows(), T), O(S.rows(), D), Oh(S.rows(), D);
   for (int h = 0; h < Hkv; ++h) {
     const mat K = gather(k, Hkv, h, 0, T), Kh = gather(k_hat, Hkv, h, 0, T);
@@ -91,25 +90,25 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
           mx = std::max(mx, S(ib, s));
           mxh = std::max(mxh, Sh(ib, s));
         }
+        // the softmax weights replace this query's scores in its (contiguous) row, which
+        // is then the row of the block's output product below
+        double* p = &S(ib, 0);
+        double* ph = &Sh(ib, 0);
         double z = 0, zh = 0;
         for (int s = 0; s < n; ++s) {
-          z += (p[static_cast<std::size_t>(s)] = std::exp(S(ib, s) - mx));
-          zh += (ph[static_cast<std::size_t>(s)] = std::exp(Sh(ib, s) - mxh));
+          z += (p[s] = std::exp(p[s] - mx));
+          zh += (ph[s] = std::exp(ph[s] - mxh));
         }
         double kli = 0;
         for (int s = 0; s < n; ++s) {
-          const double a = p[static_cast<std::size_t>(s)] / z, b = ph[static_cast<std::size_t>(s)] / zh;
-          p[static_cast<std::size_t>(s)] = a;
-          ph[static_cast<std::size_t>(s)] = b;
+          const double a = (p[s] /= z), b = (ph[s] /= zh);
           if (a > 0) kli += a * (std::log(a) - std::log(std::max(b, 1e-300)));
         }
         kl += std::max(kli, 0.0);
         const int m = std::min(10, n);
         std::iota(idx.begin(), idx.begin() + n, 0);
         std::iota(idx2.begin(), idx2.begin() + n, 0);
-        auto by = [](const std::vector<double>& w) {
-          return [&w](int a, int b) { return w[static_cast<std::size_t>(a)] > w[static_cast<std::size_t>(b)] || (w[static_cast<std::size_t>(a)] == w[static_cast<std::size_t>(b)] && a < b); };
-        };
+        auto by = [](const double* w) { return [w](int a, int b) { return w[a] > w[b] || (w[a] == w[b] && a < b); }; };
         std::partial_sort(idx.begin(), idx.begin() + m, idx.begin() + n, by(p));
         std::partial_sort(idx2.begin(), idx2.begin() + m, idx2.begin() + n, by(ph));
         int common = 0;
@@ -117,10 +116,8 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
           for (int b = 0; b < m; ++b) common += idx[static_cast<std::size_t>(a)] == idx2[static_cast<std::size_t>(b)];
         top += static_cast<double>(common) / m;
         if (v && v_hat) {
-          // the block's outputs o = p^T V as one product per block: this query's weights
-          // replace its (used) scores, zero past the keys it sees
-          S.row(ib).head(n) = Eigen::Map<const Eigen::RowVectorXd>(p.data(), n);
-          Sh.row(ib).head(n) = Eigen::Map<const Eigen::RowVectorXd>(ph.data(), n);
+          // the block's outputs o = p^T V as one product per block: the weight rows are
+          // zero past the keys each query sees
           S.row(ib).segment(n, cols - n).setZero();
           Sh.row(ib).segment(n, cols - n).setZero();
           if (ib == rows - 1) {
