@@ -59,7 +59,7 @@ bgtq::attention_metrics direct(const bgtq::layer_shape& sh, const std::vector<fl
         mae += std::fabs(s[u] - shat[u]);
       }
       const auto p = softmax(s), ph = softmax(shat);
-      double kli = 0;
+      double kli = 0;  // (the guard matters only where p_hat underflows: a case below has the exact value)
       for (int u = 0; u <= t; ++u)
         if (p[u] > 0) kli += p[u] * (std::log(p[u]) - std::log(std::max(ph[u], 1e-300)));
       kl += std::max(kli, 0.0);
@@ -155,4 +155,32 @@ TEST_CASE("compare_attention: top-10 ties go to the earlier position, as in the 
   CHECK(m.top10 == Approx(0.9).margin(1e-12));
   const auto want = direct(sh, q, k, kh, nullptr, nullptr, T - 1);
   CHECK(m.top10 == Approx(want.top10).margin(1e-12));
+}
+
+TEST_CASE("compare_attention: the KL of nearly equal keys keeps its relative accuracy", "[eval][metrics]") {
+  // k_hat = k (1 + 1e-4 noise), about fp16's rounding: the KL is ~1e-9 per query, far below
+  // the other metrics' absolute tolerance, so it is compared relatively here (both sides
+  // round to ~1e-15 absolute per query)
+  const bgtq::layer_shape sh{100, 2, 1, 16};
+  const std::size_t nq = 100 * 2 * 16, nk = 100 * 16;
+  const auto q = normal(nq, 9, 1.0), k = normal(nk, 10, 1.0), e = normal(nk, 11, 1e-4);
+  auto kh = k;
+  for (std::size_t i = 0; i < nk; ++i) kh[i] = static_cast<float>(k[i] * (1.0 + e[i]));
+  const auto got = bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), nullptr, nullptr, 3);
+  const auto want = direct(sh, q, k, kh, nullptr, nullptr, 3);
+  REQUIRE(want.kl > 1e-12);
+  REQUIRE(want.kl < 1e-6);
+  CHECK(got.kl == Approx(want.kl).epsilon(1e-6));
+}
+
+TEST_CASE("compare_attention: a key weight that underflows in p_hat still counts exactly in the KL", "[eval][metrics]") {
+  // D = 1, q = 1: the last query scores the two keys 0, 0 exactly and 0, -800 with k_hat;
+  // p = (1/2, 1/2), p_hat = (1, e^-800) (0 in double). KL = 1/2 log(1/2) + 1/2 (log(1/2)
+  // + 800) = 400 - log 2, not a value capped by a guard on log(0)
+  const bgtq::layer_shape sh{2, 1, 1, 1};
+  const std::vector<float> q{1.0f, 1.0f}, k{0.0f, 0.0f}, kh{0.0f, -800.0f};
+  const auto m = bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), nullptr, nullptr, 1);
+  REQUIRE(m.queries == 1);
+  CHECK(m.kl == Approx(400.0 - std::log(2.0)).epsilon(1e-12));
+  CHECK(m.logit_mae == Approx(400.0).epsilon(1e-12));  // |0 - 0| and |0 + 800| over two pairs
 }

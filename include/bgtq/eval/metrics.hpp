@@ -61,6 +61,7 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
   attention_metrics r;
   double mae = 0, kl = 0, top = 0, rel = 0;
   std::vector<int> idx(static_cast<std::size_t>(T)), idx2(static_cast<std::size_t>(T));
+  std::vector<double> dif(static_cast<std::size_t>(T));  // S - Sh of one query's row
   mat S(std::min(query_block, T - t_begin), T), Sh(S.rows(), T), O(S.rows(), D), Oh(S.rows(), D);
   for (int h = 0; h < Hkv; ++h) {
     const mat K = gather(k, Hkv, h, 0, T), Kh = gather(k_hat, Hkv, h, 0, T);
@@ -86,7 +87,7 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
         }
         double mx = -INFINITY, mxh = -INFINITY;
         for (int s = 0; s < n; ++s) {
-          mae += std::fabs(S(ib, s) - Sh(ib, s));
+          mae += std::fabs(dif[static_cast<std::size_t>(s)] = S(ib, s) - Sh(ib, s));
           mx = std::max(mx, S(ib, s));
           mxh = std::max(mxh, Sh(ib, s));
         }
@@ -94,17 +95,20 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
         // is then the row of the block's output product below
         double* p = &S(ib, 0);
         double* ph = &Sh(ib, 0);
-        double z = 0, zh = 0;
+        double z = 0, zh = 0, pd = 0;
         for (int s = 0; s < n; ++s) {
           z += (p[s] = std::exp(p[s] - mx));
           zh += (ph[s] = std::exp(ph[s] - mxh));
+          pd += p[s] * dif[static_cast<std::size_t>(s)];
         }
-        double kli = 0;
+        // KL(p || p_hat) = sum_s p_s (log p_s - log p_hat_s), with log p_s = S_s - mx - log z
+        // and log p_hat_s = Sh_s - mxh - log zh: sum_s p_s (S_s - Sh_s) - (mx - mxh) -
+        // log(z / zh), no logarithm per key (and exact where p_hat_s underflows to 0)
+        kl += std::max(pd / z - (mx - mxh) - std::log(z / zh), 0.0);
         for (int s = 0; s < n; ++s) {
-          const double a = (p[s] /= z), b = (ph[s] /= zh);
-          if (a > 0) kli += a * (std::log(a) - std::log(std::max(b, 1e-300)));
+          p[s] /= z;
+          ph[s] /= zh;
         }
-        kl += std::max(kli, 0.0);
         const int m = std::min(10, n);
         std::iota(idx.begin(), idx.begin() + n, 0);
         std::iota(idx2.begin(), idx2.begin() + n, 0);
