@@ -4,6 +4,7 @@
 #include <bgtq/codec/kivi.hpp>
 #include <bgtq/energy/energy.hpp>
 #include <bgtq/eval/metrics.hpp>
+#include <bgtq/eval/summary.hpp>
 #include <bgtq/io/atomic_file.hpp>
 #include <bgtq/io/json.hpp>
 
@@ -26,11 +27,6 @@ struct method_spec {
   std::string method;  // fp16 | tq | bgtq | kivi | kivi-sym
   int bits = 16;
   std::string key() const { return method == "fp16" ? "fp16" : method + "@" + std::to_string(bits); }
-};
-
-struct method_result {
-  attention_metrics m;
-  double key_bytes = 0, value_bytes = 0;
 };
 
 int run(cli::args& a) {
@@ -98,7 +94,8 @@ int run(cli::args& a) {
     cli::warn("eval", warn, m.key() + ": ");  // one line per (layer, head), each naming the method
   }
 
-  std::vector<std::map<std::string, method_result>> per_layer(static_cast<std::size_t>(L));
+  std::map<std::string, std::vector<method_result>> results;  // method -> its result in each layer
+  for (const auto& m : methods) results[m.key()].resize(static_cast<std::size_t>(L));
   const std::size_t nk = static_cast<std::size_t>(T) * Hkv * D;
   std::vector<float> khat(nk), vhat(nk);
   const layer_shape sh{T, Hq, Hkv, D};
@@ -134,7 +131,7 @@ int run(cli::args& a) {
         }
       }
       r.m = compare_attention(sh, q.layer(l), kl, khat.data(), vl, vl ? vhat.data() : nullptr, t_begin);
-      per_layer[static_cast<std::size_t>(l)][m.key()] = r;
+      results[m.key()][static_cast<std::size_t>(l)] = r;
       ++done;
       // within a layer too, at most every 2 s: long dumps take minutes per layer
       const auto now = std::chrono::steady_clock::now();
@@ -150,42 +147,20 @@ int run(cli::args& a) {
     std::ostringstream line;
     line << "[eval] layer " << (l + 1) << "/" << L;
     for (int b : bits)
-      if (per_layer[static_cast<std::size_t>(l)].count("bgtq@" + std::to_string(b)) &&
-          per_layer[static_cast<std::size_t>(l)].count("tq@" + std::to_string(b)))
-        line << "  MAE@" << b << " tq " << per_layer[static_cast<std::size_t>(l)]["tq@" + std::to_string(b)].m.logit_mae << " bgtq "
-             << per_layer[static_cast<std::size_t>(l)]["bgtq@" + std::to_string(b)].m.logit_mae;
+      if (results.count("bgtq@" + std::to_string(b)) && results.count("tq@" + std::to_string(b)))
+        line << "  MAE@" << b << " tq " << results["tq@" + std::to_string(b)][static_cast<std::size_t>(l)].m.logit_mae
+             << " bgtq " << results["bgtq@" + std::to_string(b)][static_cast<std::size_t>(l)].m.logit_mae;
     cli::progress(line.str());
     last_line = std::chrono::steady_clock::now();
   }
 
   // summary: means over layers, Block-GTQ vs uniform TQ-MSE
   std::map<std::string, method_result> mean;
-  for (const auto& m : methods) {
-    method_result s;
-    s.m.out_rel_l2 = 0;
-    for (int l = 0; l < L; ++l) {
-      const auto& r = per_layer[static_cast<std::size_t>(l)][m.key()];
-      s.m.logit_mae += r.m.logit_mae / L;
-      s.m.kl += r.m.kl / L;
-      s.m.top10 += r.m.top10 / L;
-      s.m.out_rel_l2 += r.m.out_rel_l2 / L;
-      s.key_bytes += r.key_bytes / L;
-      s.value_bytes += r.value_bytes / L;
-    }
-    mean[m.key()] = s;
-  }
-  struct vs {
-    int bits, wins;
-    double mae_red, kl_red;
-  };
-  std::vector<vs> comps;
+  for (const auto& [key, layers] : results) mean[key] = mean_over_layers(layers);
+  std::vector<method_comparison> comps;
   for (int b : bits) {
     const std::string kb = "bgtq@" + std::to_string(b), kt = "tq@" + std::to_string(b);
-    if (!mean.count(kb) || !mean.count(kt)) continue;
-    int wins = 0;
-    for (int l = 0; l < L; ++l)
-      wins += per_layer[static_cast<std::size_t>(l)][kb].m.logit_mae < per_layer[static_cast<std::size_t>(l)][kt].m.logit_mae;
-    comps.push_back({b, wins, 1.0 - mean[kb].m.logit_mae / mean[kt].m.logit_mae, 1.0 - mean[kb].m.kl / mean[kt].m.kl});
+    if (results.count(kb) && results.count(kt)) comps.push_back(compare_methods(results[kb], results[kt], b));
   }
 
   auto write_json = [&](std::ostream& os) {
@@ -208,7 +183,7 @@ int run(cli::args& a) {
       w.begin_object().key("layer").value(l).key("results").begin_object();
       for (const auto& m : methods) {
         w.key(m.key());
-        put(per_layer[static_cast<std::size_t>(l)][m.key()]);
+        put(results[m.key()][static_cast<std::size_t>(l)]);
       }
       w.end_object().end_object();
     }
@@ -220,8 +195,8 @@ int run(cli::args& a) {
     }
     w.end_object().key("bgtq_vs_tq").begin_array();
     for (const auto& c : comps)
-      w.begin_object().key("bits").value(c.bits).key("logit_mae_reduction").value(c.mae_red).key("kl_reduction").value(c.kl_red)
-          .key("layers_won").value(c.wins).key("layers").value(L).end_object();
+      w.begin_object().key("bits").value(c.bits).key("logit_mae_reduction").value(c.logit_mae_reduction)
+          .key("kl_reduction").value(c.kl_reduction).key("layers_won").value(c.layers_won).key("layers").value(c.layers).end_object();
     w.end_array().end_object().end_object();
     os << "\n";
   };
@@ -242,7 +217,7 @@ int run(cli::args& a) {
     }
     for (const auto& c : comps)
       std::printf("Block-GTQ vs uniform TQ-MSE at %d bits: logit MAE %+.1f%%, KL %+.1f%%, wins %d/%d layers\n", c.bits,
-                  -100 * c.mae_red, -100 * c.kl_red, c.wins, L);
+                  -100 * c.logit_mae_reduction, -100 * c.kl_reduction, c.layers_won, c.layers);
   }
   return 0;
 }
