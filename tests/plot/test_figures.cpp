@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <vector>
 
@@ -119,6 +120,38 @@ TEST_CASE("fingerprint figure: one stacked column per layer, shares sum to 100%"
     CHECK(total == Approx(100).margin(0.3));
   }
   CHECK(svg.find("key width") != std::string::npos);
+  // every tooltip of a column names its layer's mean key width over all the layer's heads;
+  // one budget for the whole model, so the layers' means differ
+  {
+    const rope_layout rope(16, rope_pairing::half);
+    std::vector<double> e;
+    for (int l = 0; l < 3; ++l)
+      for (int h = 0; h < 2; ++h)
+        for (int i = 0; i < 8; ++i) e.push_back(std::pow(10.0, (l == 1 ? 1.0 : -1.0) + 0.3 * ((i + h) % 5)));
+    plan_options o;
+    o.scope = alloc_scope::model;
+    const plan pm = build_plan(3, 2, 4, rope, e, o, 100);
+    const std::string sm = plot::fingerprint_figure(pm);
+    std::vector<std::string> means;
+    for (int l = 0; l < 3; ++l) {
+      double sum = 0, n = 0;
+      for (int h = 0; h < pm.kv_heads; ++h)
+        for (int w : pm.head(l, h).widths) {
+          sum += w;
+          ++n;
+        }
+      char want[64];
+      std::snprintf(want, sizeof want, "(mean %.2f bits)</title>", sum / n);
+      means.emplace_back(want);
+      INFO("layer " << l << ": " << want);
+      const std::string tip = "<title>layer " + std::to_string(l) + ": ";
+      int tips = 0;
+      for (std::size_t pos = sm.find(tip); pos != std::string::npos; pos = sm.find(tip, pos + 1), ++tips)
+        CHECK(sm.substr(pos, sm.find("</title>", pos) + 8 - pos).find(want) != std::string::npos);
+      CHECK(tips >= 1);
+    }
+    CHECK(means[1] != means[0]);  // the high-energy layer gets more bits
+  }
   // many layers: the canvas grows and labels thin out
   const rope_layout rope(8, rope_pairing::interleaved);
   std::vector<double> s(80 * 1 * 4);
