@@ -1,13 +1,15 @@
 // bgtq eval's metrics (eval/metrics.hpp, compare_attention): one layer, every query
 // against all its causal keys, K + V, Hq = 4, Hkv = 2.
 //   build/bin/bench_eval [--benchmark_filter=T:2048]
-// Args: {T, D}. items/s = causal (query head, query, key) triples per second. Keys and
+// Args: {T, D, threads} (threads 1: no pool; the pool includes the calling thread;
+// UseRealTime, so with threads the time is the wall time). items/s = causal (query head, query, key) triples per second. Keys and
 // values are N(0, 1); the "quantized" copies add N(0, 0.1^2) noise.
 #include <benchmark/benchmark.h>
 
 #include <bgtq/core/rng.hpp>
 #include <bgtq/eval/metrics.hpp>
 
+#include <memory>
 #include <vector>
 
 namespace {
@@ -25,9 +27,12 @@ void BM_compare_attention(benchmark::State& s) {
     vh[i] = v[i] + 0.1f * static_cast<float>(r.normal());
   }
   const bgtq::layer_shape sh{T, Hq, Hkv, D};
+  const int threads = static_cast<int>(s.range(2));
+  std::unique_ptr<bgtq::thread_pool> pool;
+  if (threads > 1) pool = std::make_unique<bgtq::thread_pool>(threads);
   bgtq::attention_metrics m;
   for (auto _ : s) {
-    m = bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), v.data(), vh.data(), 0);
+    m = bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), v.data(), vh.data(), 0, pool.get());
     benchmark::DoNotOptimize(m);
   }
   s.SetItemsProcessed(s.iterations() * m.pairs);
@@ -36,5 +41,12 @@ void BM_compare_attention(benchmark::State& s) {
 
 }  // namespace
 
-BENCHMARK(BM_compare_attention)->ArgNames({"T", "D"})->Args({1024, 64})->Args({2048, 64})->Args({2048, 128})->Unit(benchmark::kMillisecond);
+BENCHMARK(BM_compare_attention)
+    ->ArgNames({"T", "D", "threads"})
+    ->Args({1024, 64, 1})
+    ->Args({2048, 64, 1})
+    ->Args({2048, 128, 1})
+    ->Args({2048, 128, 2})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();

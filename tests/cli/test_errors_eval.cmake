@@ -33,6 +33,11 @@ expect_failure(CMD eval RC 2 MATCH "--rope" DIR ${WORK} ABSENT ${R}
 # --value-bits is calibrate's: eval codes K and V at each --bits width (not silently ignored)
 expect_failure(CMD eval RC 2 MATCH "--value-bits is a calibrate option" DIR ${WORK} ABSENT ${R}
   ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --value-bits 2 -o ${R})
+# --threads and --eval-queries out of range
+expect_failure(CMD eval RC 2 MATCH "--threads 0 is out of range" DIR ${WORK} ABSENT ${R}
+  ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --threads 0 -o ${R})
+expect_failure(CMD eval RC 2 MATCH "--eval-queries -3 is out of range" DIR ${WORK} ABSENT ${R}
+  ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --eval-queries -3 -o ${R})
 # a failing run leaves an existing result file untouched
 file(WRITE ${R} "old")
 expect_failure(CMD eval RC 1 CATEGORY shape_mismatch DIR ${WORK}

@@ -1,6 +1,7 @@
 # Options and report fields the other CLI tests never read back (each line here fails on
 # a mutant that ignored the option or miscomputed the field, found by a mutation check):
-# eval's calibration split (default T/2, --calib-tokens, --eval-all), kivi-sym, repeated
+# eval's calibration split (default T/2, --calib-tokens, --eval-all), --eval-queries,
+# --threads, kivi-sym, repeated
 # methods, bytes per token and compression; calibrate's --tokens, --scope, --charge-radii
 # and "capped"; synth's --rope-base; plot eval --metric; unknown commands.
 include(${CMAKE_CURRENT_LIST_DIR}/common.cmake)
@@ -59,6 +60,27 @@ bgtq_run(out err rc eval ${qk} --bits 2 --methods tq --calib-tokens 256 --eval-a
 bgtq_expect_rc(${rc} 0 "eval --eval-all" "${err}")
 expect_field("${out}" 256 "--eval-all" config calib_tokens)
 expect_field("${out}" 0 "--eval-all" config eval_from)
+expect_field("${out}" 256 "--eval-all: every query" config eval_queries)
+# --eval-queries: a subset of the queries (other metrics), recorded; --threads: the same
+# results on any thread count, to the last digit
+bgtq_run(all err rc eval ${qk} --bits 2 --methods tq --json --threads 1)
+bgtq_expect_rc(${rc} 0 "eval --threads 1" "${err}")
+expect_field("${all}" 128 "default: every evaluated query" config eval_queries)
+bgtq_run(out err rc eval ${qk} --bits 2 --methods tq --json --threads 3)
+bgtq_expect_rc(${rc} 0 "eval --threads 3" "${err}")
+if(NOT out STREQUAL all)
+  message(FATAL_ERROR "eval --threads 3 differs from --threads 1:\n${out}\n${all}")
+endif()
+bgtq_run(out err rc eval ${qk} --bits 2 --methods tq --json --eval-queries 5)
+bgtq_expect_rc(${rc} 0 "eval --eval-queries 5" "${err}")
+expect_field("${out}" 5 "--eval-queries" config eval_queries)
+string(JSON a GET "${all}" summary mean "tq@2" logit_mae)
+string(JSON b GET "${out}" summary mean "tq@2" logit_mae)
+if(a STREQUAL b)
+  message(FATAL_ERROR "--eval-queries 5 gave the logit MAE of every query (${a}): not applied")
+endif()
+bgtq_run(out err rc eval ${qk} --bits 2 --methods tq --json --eval-queries 1000)
+expect_field("${out}" 128 "--eval-queries above the count: every query" config eval_queries)
 
 # --- calibrate: --tokens, capped, --scope, --charge-radii
 bgtq_run(out err rc calibrate ${qk} --avg-bits 3 --tokens 4 -o ${WORK}/t4.bin --json --quiet)

@@ -21,11 +21,31 @@ std::vector<float> normal(std::size_t n, std::uint64_t seed, double scale) {
   return x;
 }
 
+// A layer's Q, K, V ~ N(0, 1) and "quantized" copies of K and V with N(0, 0.3^2) noise
+// added, large enough to move the top-10 sets.
+struct noisy_layer {
+  std::vector<float> q, k, v, kh, vh;
+  noisy_layer(const bgtq::layer_shape& sh, std::uint64_t seed) {
+    const std::size_t nq = static_cast<std::size_t>(sh.tokens) * sh.q_heads * sh.head_dim;
+    const std::size_t nk = static_cast<std::size_t>(sh.tokens) * sh.kv_heads * sh.head_dim;
+    q = normal(nq, seed, 1.0);
+    k = normal(nk, seed + 1, 1.0);
+    v = normal(nk, seed + 2, 1.0);
+    kh = k;
+    vh = v;
+    const auto ek = normal(nk, seed + 3, 0.3), ev = normal(nk, seed + 4, 0.3);
+    for (std::size_t i = 0; i < nk; ++i) {
+      kh[i] += ek[i];
+      vh[i] += ev[i];
+    }
+  }
+};
+
 // The definitions of metrics.hpp's header comment, written out.
-bgtq::attention_metrics direct(const bgtq::layer_shape& sh, const std::vector<float>& q, const std::vector<float>& k,
-                               const std::vector<float>& kh, const std::vector<float>* v, const std::vector<float>* vh,
-                               int t_begin) {
-  const int T = sh.tokens, Hq = sh.q_heads, Hkv = sh.kv_heads, D = sh.head_dim, G = Hq / Hkv;
+bgtq::attention_metrics direct_at(const bgtq::layer_shape& sh, const std::vector<float>& q, const std::vector<float>& k,
+                                  const std::vector<float>& kh, const std::vector<float>* v, const std::vector<float>* vh,
+                                  const std::vector<int>& queries) {
+  const int Hq = sh.q_heads, Hkv = sh.kv_heads, D = sh.head_dim, G = Hq / Hkv;
   auto at = [&](const std::vector<float>& x, int heads, int t, int h, int j) {
     return static_cast<double>(x[(static_cast<std::size_t>(t) * heads + h) * D + j]);
   };
@@ -47,7 +67,7 @@ bgtq::attention_metrics direct(const bgtq::layer_shape& sh, const std::vector<fl
   double mae = 0, kl = 0, tops = 0, rel = 0;
   for (int g = 0; g < Hq; ++g) {
     const int h = g / G;
-    for (int t = t_begin; t < T; ++t) {
+    for (const int t : queries) {
       std::vector<double> s(t + 1), shat(t + 1);
       for (int u = 0; u <= t; ++u) {
         for (int j = 0; j < D; ++j) {
@@ -92,6 +112,14 @@ bgtq::attention_metrics direct(const bgtq::layer_shape& sh, const std::vector<fl
   return r;
 }
 
+bgtq::attention_metrics direct(const bgtq::layer_shape& sh, const std::vector<float>& q, const std::vector<float>& k,
+                               const std::vector<float>& kh, const std::vector<float>* v, const std::vector<float>* vh,
+                               int t_begin) {
+  std::vector<int> all(static_cast<std::size_t>(sh.tokens - t_begin));
+  std::iota(all.begin(), all.end(), t_begin);
+  return direct_at(sh, q, k, kh, v, vh, all);
+}
+
 bool close(double a, double b) { return std::fabs(a - b) <= 1e-10 * std::max(1.0, std::fabs(b)); }
 
 }  // namespace
@@ -104,15 +132,8 @@ TEST_CASE("compare_attention matches the direct definitions across score blocks,
                              shape_case{65, 3, 3, 8, 1}, shape_case{9, 2, 1, 2, 8}}) {
     INFO("T=" << c.T << " Hq=" << c.Hq << " Hkv=" << c.Hkv << " D=" << c.D << " t_begin=" << c.t_begin);
     const bgtq::layer_shape sh{c.T, c.Hq, c.Hkv, c.D};
-    const std::size_t nq = static_cast<std::size_t>(c.T) * c.Hq * c.D, nk = static_cast<std::size_t>(c.T) * c.Hkv * c.D;
-    const auto q = normal(nq, 1, 1.0), k = normal(nk, 2, 1.0), v = normal(nk, 3, 1.0);
-    // the "quantized" copies: the originals plus noise large enough to move the top-10 sets
-    auto kh = k, vh = v;
-    const auto nk1 = normal(nk, 4, 0.3), nv1 = normal(nk, 5, 0.3);
-    for (std::size_t i = 0; i < nk; ++i) {
-      kh[i] += nk1[i];
-      vh[i] += nv1[i];
-    }
+    const noisy_layer d(sh, 1);
+    const auto &q = d.q, &k = d.k, &v = d.v, &kh = d.kh, &vh = d.vh;
     for (const bool with_v : {false, true}) {
       const auto got = bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), with_v ? v.data() : nullptr,
                                                with_v ? vh.data() : nullptr, c.t_begin);
@@ -183,4 +204,85 @@ TEST_CASE("compare_attention: a key weight that underflows in p_hat still counts
   REQUIRE(m.queries == 1);
   CHECK(m.kl == Approx(400.0 - std::log(2.0)).epsilon(1e-12));
   CHECK(m.logit_mae == Approx(400.0).epsilon(1e-12));  // |0 - 0| and |0 + 800| over two pairs
+}
+
+TEST_CASE("spaced_queries: evenly spaced positions ending at the last token", "[eval][metrics]") {
+  CHECK(bgtq::spaced_queries(10, 4) == std::vector<int>{4, 5, 6, 7, 8, 9});
+  CHECK(bgtq::spaced_queries(10, 4, 0) == bgtq::spaced_queries(10, 4, 6));
+  CHECK(bgtq::spaced_queries(10, 4, 99) == bgtq::spaced_queries(10, 4));
+  CHECK(bgtq::spaced_queries(10, 4, 3) == std::vector<int>{5, 7, 9});
+  CHECK(bgtq::spaced_queries(10, 4, 1) == std::vector<int>{9});
+  CHECK(bgtq::spaced_queries(1, 0) == std::vector<int>{0});
+  for (const int count : {1, 2, 7, 63, 64, 65, 200, 999}) {
+    const auto t = bgtq::spaced_queries(1000, 1, count);
+    INFO("count " << count);
+    REQUIRE(static_cast<int>(t.size()) == std::min(count, 999));
+    CHECK(t.front() >= 1);
+    CHECK(t.back() == 999);
+    for (std::size_t i = 1; i < t.size(); ++i) {
+      CHECK(t[i] > t[i - 1]);
+      CHECK(t[i] - t[i - 1] <= 999 / static_cast<int>(t.size()) + 1);  // even: no gap above the mean spacing + 1
+    }
+  }
+  CHECK_THROWS_AS(bgtq::spaced_queries(10, 10), bgtq::error);
+  CHECK_THROWS_AS(bgtq::spaced_queries(10, -1), bgtq::error);
+  CHECK_THROWS_AS(bgtq::spaced_queries(10, 0, -1), bgtq::error);
+}
+
+TEST_CASE("compare_attention at chosen query positions matches the definitions there", "[eval][metrics]") {
+  // positions that leave gaps, two and a half blocks of 64, the first at t = 0 (one key)
+  const bgtq::layer_shape sh{300, 4, 2, 8};
+  const noisy_layer d(sh, 12);
+  const auto &q = d.q, &k = d.k, &v = d.v, &kh = d.kh, &vh = d.vh;
+  std::vector<int> pos{0};
+  for (int t = 3; t < 300 && pos.size() < 160; t += 1 + t % 3) pos.push_back(t);
+  REQUIRE(pos.size() == 160);
+  for (const bool with_v : {false, true}) {
+    const auto got = bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), with_v ? v.data() : nullptr,
+                                             with_v ? vh.data() : nullptr, std::span<const int>(pos));
+    const auto want = direct_at(sh, q, k, kh, with_v ? &v : nullptr, with_v ? &vh : nullptr, pos);
+    CHECK(got.queries == 160 * 4);
+    CHECK(got.pairs == want.pairs);
+    CHECK(close(got.logit_mae, want.logit_mae));
+    CHECK(close(got.kl, want.kl));
+    CHECK(close(got.top10, want.top10));
+    if (with_v) CHECK(close(got.out_rel_l2, want.out_rel_l2));
+  }
+  // a position list of every query is the t_begin form, bit for bit
+  const auto all = bgtq::spaced_queries(300, 37);
+  const auto a = bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), v.data(), vh.data(), std::span<const int>(all));
+  const auto b = bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), v.data(), vh.data(), 37);
+  CHECK(a.logit_mae == b.logit_mae);
+  CHECK(a.kl == b.kl);
+  CHECK(a.out_rel_l2 == b.out_rel_l2);
+  // bad lists are refused with the entry named
+  for (const std::vector<int>& bad : {std::vector<int>{}, std::vector<int>{5, 5}, std::vector<int>{7, 6},
+                                      std::vector<int>{-1, 4}, std::vector<int>{3, 300}}) {
+    try {
+      (void)bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), nullptr, nullptr, std::span<const int>(bad));
+      FAIL("no error for a list of " << bad.size());
+    } catch (const bgtq::error& e) {
+      CHECK(e.code() == bgtq::errc::invalid_argument);
+      CHECK(std::string(e.what()).find(bad.empty() ? "no query" : "entry") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("compare_attention on a thread pool gives the single-threaded result bit for bit", "[eval][metrics]") {
+  const bgtq::layer_shape sh{200, 6, 2, 8};
+  const noisy_layer d(sh, 17);
+  const auto &q = d.q, &k = d.k, &v = d.v, &kh = d.kh, &vh = d.vh;
+  const auto one = bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), v.data(), vh.data(), 5);
+  CHECK(close(one.kl, direct(sh, q, k, kh, &v, &vh, 5).kl));
+  for (const int threads : {1, 2, 3, 7}) {
+    INFO(threads << " threads");
+    bgtq::thread_pool pool(threads);
+    const auto m = bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), v.data(), vh.data(), 5, &pool);
+    CHECK(m.logit_mae == one.logit_mae);
+    CHECK(m.kl == one.kl);
+    CHECK(m.top10 == one.top10);
+    CHECK(m.out_rel_l2 == one.out_rel_l2);
+    CHECK(m.pairs == one.pairs);
+    CHECK(m.queries == one.queries);
+  }
 }

@@ -14,6 +14,7 @@
 #include <iostream>
 #include <map>
 #include <sstream>
+#include <thread>
 
 #include "activations.hpp"
 #include "plan_args.hpp"
@@ -22,6 +23,12 @@
 namespace {
 
 using namespace bgtq;
+
+// The machine's hardware threads (the metrics do not depend on the count).
+long default_threads() {
+  const unsigned n = std::thread::hardware_concurrency();
+  return n == 0 ? 1 : std::min<long>(n, 64);
+}
 
 struct method_spec {
   std::string method;  // fp16 | tq | bgtq | kivi | kivi-sym
@@ -36,6 +43,8 @@ int run(cli::args& a) {
   const long rotary = a.get_int("rotary-dim", -1, -1, 1 << 20);
   const long calib = a.get_int("calib-tokens", 0, 0, 1L << 30);
   const bool eval_all = a.flag("eval-all");
+  const long eval_queries = a.get_int("eval-queries", 0, 0, 1L << 30);
+  const long threads = a.get_int("threads", default_threads(), 1, 1024);
   const bool json = a.flag("json");
   const auto out_path = a.get("o");
   std::vector<int> bits;  // in the order given, repeats dropped (each method@bits is one result)
@@ -99,6 +108,9 @@ int run(cli::args& a) {
   const std::size_t nk = static_cast<std::size_t>(T) * Hkv * D;
   std::vector<float> khat(nk), vhat(nk);
   const layer_shape sh{T, Hq, Hkv, D};
+  const std::vector<int> queries = spaced_queries(T, t_begin, static_cast<int>(eval_queries));
+  std::unique_ptr<thread_pool> pool;
+  if (threads > 1) pool = std::make_unique<thread_pool>(static_cast<int>(threads));
   const auto started = std::chrono::steady_clock::now();
   auto last_line = started;
   std::size_t done = 0;
@@ -130,7 +142,7 @@ int run(cli::args& a) {
           r.value_bytes += stored_bytes_per_token(plan_value_codec(p, l, h)) / Hkv;
         }
       }
-      r.m = compare_attention(sh, q.layer(l), kl, khat.data(), vl, vl ? vhat.data() : nullptr, t_begin);
+      r.m = compare_attention(sh, q.layer(l), kl, khat.data(), vl, vl ? vhat.data() : nullptr, queries, pool.get());
       results[m.key()][static_cast<std::size_t>(l)] = r;
       ++done;
       // within a layer too, at most every 2 s: long dumps take minutes per layer
@@ -177,7 +189,7 @@ int run(cli::args& a) {
     if (vp) w.key("v").value(*vp);
     w.key("layers").value(L).key("tokens").value(T).key("q_heads").value(Hq).key("kv_heads").value(Hkv).key("head_dim").value(D);
     w.key("rope").value(to_string(rope.pairing)).key("rotary_dim").value(rope.rotary_dim);
-    w.key("calib_tokens").value(N).key("eval_from").value(t_begin).end_object();
+    w.key("calib_tokens").value(N).key("eval_from").value(t_begin).key("eval_queries").value(queries.size()).end_object();
     w.key("layers").begin_array();
     for (int l = 0; l < L; ++l) {
       w.begin_object().key("layer").value(l).key("results").begin_object();
@@ -204,8 +216,9 @@ int run(cli::args& a) {
   if (json) {
     write_json(std::cout);
   } else {
-    std::printf("eval: %d layers, T=%d (calibrated on %d, evaluated from token %d), Hq=%d Hkv=%d D=%d (%s)\n", L, T, N,
-                t_begin, Hq, Hkv, D, to_string(rope.pairing));
+    std::printf("eval: %d layers, T=%d (calibrated on %d, evaluated from token %d", L, T, N, t_begin);
+    if (queries.size() < static_cast<std::size_t>(T - t_begin)) std::printf(": %zu queries, evenly spaced", queries.size());
+    std::printf("), Hq=%d Hkv=%d D=%d (%s)\n", Hq, Hkv, D, to_string(rope.pairing));
     std::printf("%-12s %12s %12s %8s %10s %10s %8s\n", "method", "logit MAE", "KL", "top-10", v ? "out relL2" : "-",
                 "B/token", "vs fp16");
     for (const auto& m : methods) {
@@ -224,7 +237,7 @@ int run(cli::args& a) {
 
 cli::registrar reg{{"eval", "compare Block-GTQ, uniform TQ-MSE, KIVI and fp16 on Q/K(/V) activation dumps",
                     "--q Q.npy --k K.npy [--v V.npy] --rope interleaved|half [--rotary-dim R] [--calib-tokens N] "
-                    "[--eval-all] [--bits 2,3,4] [--methods fp16,tq,bgtq,kivi (also kivi-sym)] [--b-min M] [--b-max M] "
+                    "[--eval-all] [--eval-queries N] [--threads N] [--bits 2,3,4] [--methods fp16,tq,bgtq,kivi (also kivi-sym)] [--b-min M] [--b-max M] "
                     "[--scope head|layer|model] [--distortion rate4|codebook] [--seed S] [--norm-correction] [--charge-radii] "
                     "[-o RESULTS.json] [--json]",
                     &run, {"json", "eval-all", "norm-correction", "charge-radii"}}};

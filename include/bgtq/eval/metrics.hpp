@@ -1,8 +1,8 @@
 #pragma once
 //! @file eval/metrics.hpp
 //! Attention-fidelity metrics of quantized keys (and values) against the originals, for
-//! one layer. Queries t in [t_begin, T) attend causally to keys s <= t; query head g
-//! reads KV head g / (Hq / Hkv).
+//! one layer. The evaluated queries t (every t in [t_begin, T), or chosen positions: see
+//! spaced_queries) attend causally to keys s <= t; query head g reads KV head g / (Hq / Hkv).
 //!
 //! - logit MAE: mean over query heads and causal pairs of |q_t.k_s - q_t.k_hat_s| / sqrt(D)
 //! - KL: mean over queries and heads of KL(p || p_hat), p = softmax(q.k / sqrt(D)) over s <= t
@@ -17,9 +17,12 @@
 #include <cstdint>
 #include <limits>
 #include <numeric>
+#include <span>
+#include <string>
 #include <vector>
 
 #include "../core/error.hpp"
+#include "../core/thread_pool.hpp"
 
 namespace bgtq {
 
@@ -38,68 +41,122 @@ struct layer_shape {
   int tokens = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
 };
 
-//! Compares attention with keys `k` (and values `v`) against `k_hat` (and `v_hat`).
-//! v and v_hat may be null (K-only evaluation).
+//! Evenly spaced query positions for compare_attention: `count` of [t_begin, T) ending at
+//! T - 1 (the longest context), t_i = t_begin + floor((i + 1) (T - t_begin) / count) - 1;
+//! every position when count is 0 or at least T - t_begin.
+//! @throws bgtq::error (invalid_argument) for t_begin outside [0, T) or a negative count
+inline std::vector<int> spaced_queries(int T, int t_begin, int count = 0) {
+  BGTQ_REQUIRE(t_begin >= 0 && t_begin < T, errc::invalid_argument,
+               "spaced_queries: first query " + std::to_string(t_begin) + " outside [0, " + std::to_string(T) + ")");
+  BGTQ_REQUIRE(count >= 0, errc::invalid_argument, "spaced_queries: count " + std::to_string(count) + " < 0");
+  const std::int64_t M = T - t_begin;
+  const std::int64_t n = count == 0 || count >= M ? M : count;
+  std::vector<int> t(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) t[static_cast<std::size_t>(i)] = static_cast<int>(t_begin + (i + 1) * M / n - 1);
+  return t;
+}
+
+//! Compares attention with keys `k` (and values `v`) against `k_hat` (and `v_hat`) for the
+//! queries at the positions `queries` (strictly increasing, in [0, T)); each sees the keys
+//! s <= t. v and v_hat may be null (K-only evaluation). With a pool, the query heads are
+//! spread over its threads; the result does not depend on the pool (each head's sums are
+//! formed by one thread, then added in head order).
+//! @throws bgtq::error (shape_mismatch) for a bad shape, (invalid_argument) for an empty,
+//!         unsorted or out-of-range query list
 inline attention_metrics compare_attention(const layer_shape& sh, const float* q, const float* k, const float* k_hat,
-                                           const float* v, const float* v_hat, int t_begin) {
+                                           const float* v, const float* v_hat, std::span<const int> queries,
+                                           thread_pool* pool = nullptr) {
   const int T = sh.tokens, Hq = sh.q_heads, Hkv = sh.kv_heads, D = sh.head_dim;
   BGTQ_REQUIRE(T >= 1 && Hq >= 1 && Hkv >= 1 && D >= 1 && Hq % Hkv == 0, errc::shape_mismatch,
                "compare_attention: bad shape T=" + std::to_string(T) + " Hq=" + std::to_string(Hq) +
                    " Hkv=" + std::to_string(Hkv) + " D=" + std::to_string(D));
-  BGTQ_REQUIRE(t_begin >= 0 && t_begin < T, errc::invalid_argument,
-               "compare_attention: first query " + std::to_string(t_begin) + " outside [0, " + std::to_string(T) + ")");
+  BGTQ_REQUIRE(!queries.empty(), errc::invalid_argument, "compare_attention: no query to evaluate");
+  for (std::size_t i = 0; i < queries.size(); ++i)
+    BGTQ_REQUIRE(queries[i] >= 0 && queries[i] < T && (i == 0 || queries[i] > queries[i - 1]), errc::invalid_argument,
+                 "compare_attention: query position " + std::to_string(queries[i]) + " (entry " + std::to_string(i) +
+                     ") is outside [0, " + std::to_string(T) + ") or not above the one before");
   using mat = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
   constexpr int query_block = 64;
   const int G = Hq / Hkv;
+  const int nq = static_cast<int>(queries.size());
   const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(D));
-  auto gather = [&](const float* x, int heads, int h, int t0, int t1) {
-    mat m(t1 - t0, D);
-    for (int t = t0; t < t1; ++t)
-      for (int j = 0; j < D; ++j) m(t - t0, j) = x[(static_cast<std::size_t>(t) * heads + h) * D + j];
+  const bool with_v = v && v_hat;
+  auto gather = [&](const float* x, int heads, int h, int rows, auto&& row_of) {
+    mat m(rows, D);
+    for (int r = 0; r < rows; ++r)
+      for (int j = 0; j < D; ++j) m(r, j) = x[(static_cast<std::size_t>(row_of(r)) * heads + h) * D + j];
     return m;
   };
-  attention_metrics r;
-  double mae = 0, kl = 0, top = 0, rel = 0;
-  std::vector<int> idx(static_cast<std::size_t>(T)), idx2(static_cast<std::size_t>(T));
-  std::vector<double> dif(static_cast<std::size_t>(T));  // S - Sh of one query's row
-  mat S(std::min(query_block, T - t_begin), T), Sh(S.rows(), T), O(S.rows(), D), Oh(S.rows(), D);
-  for (int h = 0; h < Hkv; ++h) {
-    const mat K = gather(k, Hkv, h, 0, T), Kh = gather(k_hat, Hkv, h, 0, T);
-    mat V, Vh;
-    if (v && v_hat) {
-      V = gather(v, Hkv, h, 0, T);
-      Vh = gather(v_hat, Hkv, h, 0, T);
+  struct block_sums {
+    double mae = 0, kl = 0, top = 0, rel = 0;
+    std::int64_t pairs = 0;
+  };
+  struct scratch {  // one per thread, allocated once at its largest
+    mat S, Sh, O, Oh;
+    std::vector<int> idx, idx2;
+    std::vector<double> dif;  // S - Sh of one query's row
+  };
+  const int nblocks = (nq + query_block - 1) / query_block;
+  const int T1 = queries.back() + 1;  // keys past the last query are never seen
+  const int bmax = std::min(query_block, nq);
+  const int threads = pool ? pool->size() : 1;
+  std::vector<scratch> work(static_cast<std::size_t>(threads));
+  for (scratch& w : work) {
+    w.S.resize(bmax, T1);
+    w.Sh.resize(bmax, T1);
+    if (with_v) {
+      w.O.resize(bmax, D);
+      w.Oh.resize(bmax, D);
     }
-    for (int g = h * G; g < (h + 1) * G; ++g) {
-      const mat Q = gather(q, Hq, g, t_begin, T);
-      // the scores of query_block queries at a time against the keys they see (causal):
-      // memory linear in T (a whole [Tq][T] pair of matrices would be 2 * 8 * T^2 bytes,
-      // 17 GB at T = 32K); the blocks are allocated once, at their largest
-      for (int i = 0; i < T - t_begin; ++i) {
-        const int t = t_begin + i;
-        const int n = t + 1;
-        const int ib = i % query_block;  // row of this query in the block
-        const int rows = std::min(query_block, T - t_begin - (i - ib));  // queries in this block
-        const int cols = t - ib + rows;  // keys [0, cols) cover the block's last query
-        if (ib == 0) {
-          S.topLeftCorner(rows, cols).noalias() = inv_sqrt_d * (Q.middleRows(i, rows) * K.topRows(cols).transpose());
-          Sh.topLeftCorner(rows, cols).noalias() = inv_sqrt_d * (Q.middleRows(i, rows) * Kh.topRows(cols).transpose());
-        }
+    w.idx.resize(static_cast<std::size_t>(T1));
+    w.idx2.resize(static_cast<std::size_t>(T1));
+    w.dif.resize(static_cast<std::size_t>(T1));
+  }
+  // per (query head, block) sums, added in that order at the end: the same result on any pool
+  std::vector<block_sums> sums(static_cast<std::size_t>(Hq) * static_cast<std::size_t>(nblocks));
+  auto ident = [](int r) { return r; };
+  for (int h = 0; h < Hkv; ++h) {
+    const mat K = gather(k, Hkv, h, T1, ident), Kh = gather(k_hat, Hkv, h, T1, ident);
+    mat V, Vh;
+    if (with_v) {
+      V = gather(v, Hkv, h, T1, ident);
+      Vh = gather(v_hat, Hkv, h, T1, ident);
+    }
+    std::vector<mat> Q;  // the G query heads of KV head h at the evaluated positions
+    for (int g = h * G; g < (h + 1) * G; ++g)
+      Q.push_back(gather(q, Hq, g, nq, [&](int r) { return queries[static_cast<std::size_t>(r)]; }));
+    // one block of query_block queries of one query head: their scores against the keys
+    // the block's last query sees (memory linear in T: a whole [Tq][T] pair of matrices
+    // would be 2 * 8 * T^2 bytes, 17 GB at T = 32K); the longest blocks are handed out first
+    auto one_block = [&](int task, int worker) {
+      const int gi = task % G, blk = nblocks - 1 - task / G;
+      scratch& w = work[static_cast<std::size_t>(worker)];
+      block_sums& bs = sums[static_cast<std::size_t>(h * G + gi) * static_cast<std::size_t>(nblocks) + static_cast<std::size_t>(blk)];
+      const int i0 = blk * query_block;
+      const int rows = std::min(query_block, nq - i0);
+      const int cols = queries[static_cast<std::size_t>(i0 + rows - 1)] + 1;
+      const mat& Qg = Q[static_cast<std::size_t>(gi)];
+      double mae = 0, kl = 0, top = 0, rel = 0;  // locals, not bs's fields: stores to those could alias the rows
+      std::int64_t pairs = 0;
+      w.S.topLeftCorner(rows, cols).noalias() = inv_sqrt_d * (Qg.middleRows(i0, rows) * K.topRows(cols).transpose());
+      w.Sh.topLeftCorner(rows, cols).noalias() = inv_sqrt_d * (Qg.middleRows(i0, rows) * Kh.topRows(cols).transpose());
+      for (int ib = 0; ib < rows; ++ib) {
+        const int n = queries[static_cast<std::size_t>(i0 + ib)] + 1;  // keys s <= t
         double mx = -INFINITY, mxh = -INFINITY;
         for (int s = 0; s < n; ++s) {
-          mae += std::fabs(dif[static_cast<std::size_t>(s)] = S(ib, s) - Sh(ib, s));
-          mx = std::max(mx, S(ib, s));
-          mxh = std::max(mxh, Sh(ib, s));
+          mae += std::fabs(w.dif[static_cast<std::size_t>(s)] = w.S(ib, s) - w.Sh(ib, s));
+          mx = std::max(mx, w.S(ib, s));
+          mxh = std::max(mxh, w.Sh(ib, s));
         }
         // the softmax weights replace this query's scores in its (contiguous) row, which
         // is then the row of the block's output product below
-        double* p = &S(ib, 0);
-        double* ph = &Sh(ib, 0);
+        double* p = &w.S(ib, 0);
+        double* ph = &w.Sh(ib, 0);
         double z = 0, zh = 0, pd = 0;
         for (int s = 0; s < n; ++s) {
           z += (p[s] = std::exp(p[s] - mx));
           zh += (ph[s] = std::exp(ph[s] - mxh));
-          pd += p[s] * dif[static_cast<std::size_t>(s)];
+          pd += p[s] * w.dif[static_cast<std::size_t>(s)];
         }
         // KL(p || p_hat) = sum_s p_s (log p_s - log p_hat_s), with log p_s = S_s - mx - log z
         // and log p_hat_s = Sh_s - mxh - log zh: sum_s p_s (S_s - Sh_s) - (mx - mxh) -
@@ -110,39 +167,62 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
           ph[s] /= zh;
         }
         const int m = std::min(10, n);
-        std::iota(idx.begin(), idx.begin() + n, 0);
-        std::iota(idx2.begin(), idx2.begin() + n, 0);
-        auto by = [](const double* w) { return [w](int a, int b) { return w[a] > w[b] || (w[a] == w[b] && a < b); }; };
-        std::partial_sort(idx.begin(), idx.begin() + m, idx.begin() + n, by(p));
-        std::partial_sort(idx2.begin(), idx2.begin() + m, idx2.begin() + n, by(ph));
+        std::iota(w.idx.begin(), w.idx.begin() + n, 0);
+        std::iota(w.idx2.begin(), w.idx2.begin() + n, 0);
+        auto by = [](const double* x) { return [x](int a, int b) { return x[a] > x[b] || (x[a] == x[b] && a < b); }; };
+        std::partial_sort(w.idx.begin(), w.idx.begin() + m, w.idx.begin() + n, by(p));
+        std::partial_sort(w.idx2.begin(), w.idx2.begin() + m, w.idx2.begin() + n, by(ph));
         int common = 0;
         for (int a = 0; a < m; ++a)
-          for (int b = 0; b < m; ++b) common += idx[static_cast<std::size_t>(a)] == idx2[static_cast<std::size_t>(b)];
+          for (int b = 0; b < m; ++b) common += w.idx[static_cast<std::size_t>(a)] == w.idx2[static_cast<std::size_t>(b)];
         top += static_cast<double>(common) / m;
-        if (v && v_hat) {
-          // the block's outputs o = p^T V as one product per block: the weight rows are
-          // zero past the keys each query sees
-          S.row(ib).segment(n, cols - n).setZero();
-          Sh.row(ib).segment(n, cols - n).setZero();
-          if (ib == rows - 1) {
-            O.topRows(rows).noalias() = S.topLeftCorner(rows, cols) * V.topRows(cols);
-            Oh.topRows(rows).noalias() = Sh.topLeftCorner(rows, cols) * Vh.topRows(cols);
-            for (int b = 0; b < rows; ++b) {
-              const double num = (O.row(b) - Oh.row(b)).squaredNorm(), den = O.row(b).squaredNorm();
-              rel += den > 0 ? std::sqrt(num / den) : std::sqrt(num);
-            }
-          }
+        // the block's outputs o = p^T V are one product: the weight rows are zero past the
+        // keys each query sees
+        if (with_v) {
+          w.S.row(ib).segment(n, cols - n).setZero();
+          w.Sh.row(ib).segment(n, cols - n).setZero();
         }
-        r.pairs += n;
-        ++r.queries;
+        pairs += n;
       }
-    }
+      if (with_v) {
+        w.O.topRows(rows).noalias() = w.S.topLeftCorner(rows, cols) * V.topRows(cols);
+        w.Oh.topRows(rows).noalias() = w.Sh.topLeftCorner(rows, cols) * Vh.topRows(cols);
+        for (int b = 0; b < rows; ++b) {
+          const double num = (w.O.row(b) - w.Oh.row(b)).squaredNorm(), den = w.O.row(b).squaredNorm();
+          rel += den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+        }
+      }
+      bs = block_sums{mae, kl, top, rel, pairs};
+    };
+    if (threads > 1)
+      pool->run(G * nblocks, one_block);
+    else
+      for (int t = 0; t < G * nblocks; ++t) one_block(t, 0);
   }
+  attention_metrics r;
+  double mae = 0, kl = 0, top = 0, rel = 0;
+  for (const block_sums& bs : sums) {
+    mae += bs.mae;
+    kl += bs.kl;
+    top += bs.top;
+    rel += bs.rel;
+    r.pairs += bs.pairs;
+  }
+  r.queries = static_cast<std::int64_t>(nq) * Hq;
   r.logit_mae = mae / static_cast<double>(r.pairs);
   r.kl = kl / static_cast<double>(r.queries);
   r.top10 = top / static_cast<double>(r.queries);
-  if (v && v_hat) r.out_rel_l2 = rel / static_cast<double>(r.queries);
+  if (with_v) r.out_rel_l2 = rel / static_cast<double>(r.queries);
   return r;
+}
+
+//! compare_attention for every query t in [t_begin, T).
+inline attention_metrics compare_attention(const layer_shape& sh, const float* q, const float* k, const float* k_hat,
+                                           const float* v, const float* v_hat, int t_begin, thread_pool* pool = nullptr) {
+  BGTQ_REQUIRE(t_begin >= 0 && t_begin < sh.tokens, errc::invalid_argument,
+               "compare_attention: first query " + std::to_string(t_begin) + " outside [0, " + std::to_string(sh.tokens) + ")");
+  const std::vector<int> all = spaced_queries(sh.tokens, t_begin);
+  return compare_attention(sh, q, k, k_hat, v, v_hat, std::span<const int>(all), pool);
 }
 
 }  // namespace bgtq
