@@ -27,3 +27,4 @@
 #include "io/npy.hpp"
 #include "io/json.hpp"
 #include "eval/metrics.hpp"
+#include "eval/summary.hpp"
