@@ -79,6 +79,13 @@ string(JSON b GET "${out}" summary mean "tq@2" logit_mae)
 if(a STREQUAL b)
   message(FATAL_ERROR "--eval-queries 5 gave the logit MAE of every query (${a}): not applied")
 endif()
+# the text report says when a subset was evaluated, and only then
+bgtq_run(out err rc eval ${qk} --bits 2 --methods tq --eval-queries 5 --quiet)
+bgtq_expect_match("${out}" "5 queries, evenly spaced" "eval --eval-queries 5 (text)")
+bgtq_run(out err rc eval ${qk} --bits 2 --methods tq --quiet)
+if(out MATCHES "evenly spaced")
+  message(FATAL_ERROR "eval without --eval-queries reports a subset: ${out}")
+endif()
 bgtq_run(out err rc eval ${qk} --bits 2 --methods tq --json --eval-queries 1000)
 expect_field("${out}" 128 "--eval-queries above the count: every query" config eval_queries)
 
