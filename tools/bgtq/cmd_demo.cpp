@@ -6,6 +6,7 @@
 #include <bgtq/cache/factory.hpp>
 #include <bgtq/energy/energy.hpp>
 #include <bgtq/eval/metrics.hpp>
+#include <bgtq/eval/summary.hpp>
 #include <bgtq/plan/build.hpp>
 #include <bgtq/synth/synth.hpp>
 
@@ -107,15 +108,18 @@ int run(cli::args& a) {
     fidelity f;
     f.name = name;
     f.bytes = bytes;
+    std::vector<method_result> per(static_cast<std::size_t>(L));
     for (int l = 0; l < L; ++l) {
       const float* k = d.k.data() + l * per_layer_k;
       const float* v = d.v.data() + l * per_layer_k;
       recon(l, k, v);
-      const auto m = compare_attention(layer_shape{T, Hq, Hkv, D}, d.q.data() + l * per_layer_q, k, kh.data(), v, vh.data(), N);
-      f.mae += m.logit_mae / L;
-      f.kl += m.kl / L;
-      f.out += m.out_rel_l2 / L;
+      per[static_cast<std::size_t>(l)].m =
+          compare_attention(layer_shape{T, Hq, Hkv, D}, d.q.data() + l * per_layer_q, k, kh.data(), v, vh.data(), N);
     }
+    const method_result mean = mean_over_layers(per);
+    f.mae = mean.m.logit_mae;
+    f.kl = mean.m.kl;
+    f.out = mean.m.out_rel_l2;
     rows.push_back(f);
   };
   score("fp16", [&](int, const float* k, const float* v) {

@@ -216,11 +216,10 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
   return r;
 }
 
-//! compare_attention for every query t in [t_begin, T).
+//! compare_attention for every query t in [t_begin, T) (spaced_queries rejects a t_begin
+//! outside [0, T)).
 inline attention_metrics compare_attention(const layer_shape& sh, const float* q, const float* k, const float* k_hat,
                                            const float* v, const float* v_hat, int t_begin, thread_pool* pool = nullptr) {
-  BGTQ_REQUIRE(t_begin >= 0 && t_begin < sh.tokens, errc::invalid_argument,
-               "compare_attention: first query " + std::to_string(t_begin) + " outside [0, " + std::to_string(sh.tokens) + ")");
   const std::vector<int> all = spaced_queries(sh.tokens, t_begin);
   return compare_attention(sh, q, k, k_hat, v, v_hat, std::span<const int>(all), pool);
 }
