@@ -40,6 +40,10 @@ struct gtq_pages {
     std::vector<int> coord_off;         //!< per group: offset of its coordinates in [0, D)
     std::size_t radii = 0;              //!< offset of the radii array
     std::size_t bytes = 0;              //!< bytes of this codec's part of a page
+    //! per group: 1 if its codebook is antisymmetric about its middle bit for bit
+    //! (c[2^b-1-i] == -c[i], as every codebook kind gives), which the AVX2 key pass uses
+    //! to look up half the table (fold_codes32); 0 or missing: the full lookup.
+    std::vector<std::uint8_t> antisymmetric;
     int dim() const noexcept { return codec.dim(); }
   };
 
@@ -51,8 +55,21 @@ struct gtq_pages {
     for (const auto& g : s.codec.groups()) {
       s.coord_off.push_back(off);
       off += g.quantizer.dim();
+      s.antisymmetric.push_back(antisymmetric_codebook(g.quantizer) ? 1 : 0);
     }
     return s;
+  }
+
+  //! True if q's centroids satisfy c[2^b-1-i] == -c[i] bit for bit (b >= 1).
+  static bool antisymmetric_codebook(const tq_quantizer& q) {
+    if (q.bits() < 1) return false;
+    const int K = 1 << q.bits();
+    const float* c = q.centroids();
+    for (int i = 0; i < K / 2; ++i) {
+      const float neg = -c[i];
+      if (std::memcmp(&neg, &c[K - 1 - i], sizeof(float)) != 0) return false;
+    }
+    return true;
   }
 
   //! Computes the page offsets for P tokens; returns the bytes of this codec's page part.
@@ -371,21 +388,21 @@ struct gtq_pages {
   static void score_group(const head_state& s, std::size_t gi, const float* q, const std::uint8_t* page, int chunks,
                           float* scores, prefetch_stream& pf) {
     const int n = s.codec.groups()[gi].quantizer.dim();
+    const float* cent = s.codec.groups()[gi].quantizer.centroids();
     const std::uint8_t* region = page + s.region[gi];
     for (int c = 0; c < chunks; ++c)
-      score_chunk<B, GB>(s, gi, q, page, c * 16, scores, pf,
-                         [&](int j) { return Layout::template load16<B>(region, n, s.P, c * 16, j); });
+      score_chunk<GB>(s, gi, q, page, c * 16, scores, pf,
+                      [&](int j) { return simd::lookup<B>(cent, Layout::template load16<B>(region, n, s.P, c * 16, j)); });
   }
 
   // Scores of one 16-token chunk (tokens t0..t0+15) for GB heads from group gi:
   // sum_j q[hh][j] c(idx_j) times the token's radius, into (gi == 0) or onto the scores.
-  // idx(j) gives the chunk's 16 codes at coordinate j.
-  template <int B, int GB, class Idx>
+  // cv(j) gives the centroids of the chunk's 16 codes at coordinate j.
+  template <int GB, class Cv>
   BGTQ_FORCEINLINE static void score_chunk(const head_state& s, std::size_t gi, const float* q, const std::uint8_t* page,
-                                           int t0, float* scores, prefetch_stream& pf, Idx&& idx) {
+                                           int t0, float* scores, prefetch_stream& pf, Cv&& cv) {
     const gtq_group& g = s.codec.groups()[gi];
     const int n = g.quantizer.dim();
-    const float* cent = g.quantizer.centroids();
     const std::size_t P = static_cast<std::size_t>(s.P);
     const std::size_t rb = radius_size(s);
     const std::uint8_t* radii = page + s.radii + gi * P * rb;
@@ -393,8 +410,8 @@ struct gtq_pages {
     for (int hh = 0; hh < GB; ++hh) acc[hh] = simd::zero();
     for (int j = 0; j < n; ++j) {
       pf.next();
-      const simd::vf16 cv = simd::lookup<B>(cent, idx(j));
-      for (int hh = 0; hh < GB; ++hh) acc[hh] = simd::fma(cv, simd::set1(q[hh * n + j]), acc[hh]);
+      const simd::vf16 c = cv(j);
+      for (int hh = 0; hh < GB; ++hh) acc[hh] = simd::fma(c, simd::set1(q[hh * n + j]), acc[hh]);
     }
     const simd::vf16 r = load_radii16(radii + static_cast<std::size_t>(t0) * rb, rb == 4);
     for (int hh = 0; hh < GB; ++hh) {
@@ -475,28 +492,52 @@ struct gtq_pages {
   // (score_chunk, as score_group: the same arithmetic).
   // Groups of more than code_buffer_coords coordinates (head_dim > 256 with one group)
   // take score_group instead, so the buffer stays at 8 KB of stack.
+  // Groups of 4-6 bits with an antisymmetric codebook store folded codes (fold_codes32)
+  // and look up half the table (lookup_folded: 1 vpermps instead of 2 and a blend at 4
+  // bits, 2 and a blend instead of 4 and 3 at 5 bits); the centroids, hence the scores,
+  // are bit for bit those of the full lookup.
   static constexpr int code_buffer_coords = 256;
   template <int B>
   static void score_group_codes(const head_state& s, std::size_t gi, const float* qg, int G, const std::uint8_t* page,
                                 int chunks, float* scores, prefetch_stream& pf) {
+    if constexpr (B >= 4 && B <= 6) {
+      if (gi < s.antisymmetric.size() && s.antisymmetric[gi]) {
+        score_group_codes_impl<B, true>(s, gi, qg, G, page, chunks, scores, pf);
+        return;
+      }
+    }
+    score_group_codes_impl<B, false>(s, gi, qg, G, page, chunks, scores, pf);
+  }
+  template <int B, bool Folded>
+  static void score_group_codes_impl(const head_state& s, std::size_t gi, const float* qg, int G, const std::uint8_t* page,
+                                     int chunks, float* scores, prefetch_stream& pf) {
     const int n = s.codec.groups()[gi].quantizer.dim();
+    const float* cent = s.codec.groups()[gi].quantizer.centroids();
     const std::uint8_t* region = page + s.region[gi];
     const std::size_t P = static_cast<std::size_t>(s.P);
     alignas(32) std::uint8_t codes[static_cast<std::size_t>(code_buffer_coords) * 32u];
     for (int t32 = 0; t32 < chunks * 16; t32 += 32) {
-      for (int j = 0; j < n; ++j)
-        _mm256_store_si256(reinterpret_cast<__m256i*>(codes + 32 * j), bit_plane_layout::load32<B>(region, s.P, t32, j));
+      for (int j = 0; j < n; ++j) {
+        __m256i x = bit_plane_layout::load32<B>(region, s.P, t32, j);
+        if constexpr (Folded) x = simd::fold_codes32<B>(x);
+        _mm256_store_si256(reinterpret_cast<__m256i*>(codes + 32 * j), x);
+      }
       const int nc = chunks - t32 / 16 >= 2 ? 2 : 1;
       for (int h = 0; h < G;) {
         const int left = G - h;
         const int gb = left >= 4 ? 4 : left >= 2 ? 2 : 1;
         const float* q = qg + static_cast<std::size_t>(h) * n;
         for (int c = 0; c < nc; ++c) {
-          const auto idx = [&](int j) { return simd::load_u8(codes + 32 * j + 16 * c); };
+          const auto cv = [&](int j) {
+            if constexpr (Folded)
+              return simd::lookup_folded<B>(cent, simd::load_s8(codes + 32 * j + 16 * c));
+            else
+              return simd::lookup<B>(cent, simd::load_u8(codes + 32 * j + 16 * c));
+          };
           switch (gb) {
-            case 4: score_chunk<B, 4>(s, gi, q, page, t32 + 16 * c, scores + h * P, pf, idx); break;
-            case 2: score_chunk<B, 2>(s, gi, q, page, t32 + 16 * c, scores + h * P, pf, idx); break;
-            default: score_chunk<B, 1>(s, gi, q, page, t32 + 16 * c, scores + h * P, pf, idx); break;
+            case 4: score_chunk<4>(s, gi, q, page, t32 + 16 * c, scores + h * P, pf, cv); break;
+            case 2: score_chunk<2>(s, gi, q, page, t32 + 16 * c, scores + h * P, pf, cv); break;
+            default: score_chunk<1>(s, gi, q, page, t32 + 16 * c, scores + h * P, pf, cv); break;
           }
         }
         h += gb;

@@ -178,6 +178,34 @@ BGTQ_FORCEINLINE vi16 load_u8(const std::uint8_t* p) {
   return {_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))),
           _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)))};
 }
+//! 16 bytes p[0..16) sign-extended to int lanes.
+BGTQ_FORCEINLINE vi16 load_s8(const std::uint8_t* p) {
+  return {_mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))),
+          _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8)))};
+}
+//! table[i] of a 2^Bits-entry table antisymmetric about its middle (table[2^Bits-1-i] ==
+//! -table[i]) from folded codes (fold_codes32: lane = i below the middle, else
+//! 0x80 | (2^Bits-1-i) sign-extended): the lower half looked up (one permute level less
+//! than lookup<Bits>), negated in the marked (negative) lanes. Bits 4..7 (below 4 the
+//! half table would be under 8 entries, which a vpermps does not mask the index to).
+template <int Bits>
+BGTQ_FORCEINLINE vf16 lookup_folded(const float* table, vi16 folded) {
+  static_assert(Bits >= 4 && Bits <= 7, "folded lookups need 4..7 bits");
+  const vf16 v = lookup<Bits - 1>(table, folded);
+  const __m256i sign = _mm256_set1_epi32(static_cast<int>(0x80000000u));
+  return {_mm256_xor_ps(v.lo, _mm256_castsi256_ps(_mm256_and_si256(folded.lo, sign))),
+          _mm256_xor_ps(v.hi, _mm256_castsi256_ps(_mm256_and_si256(folded.hi, sign)))};
+}
+//! Folds 32 code bytes of Bits bits (Bits 4..7) for lookup_folded: codes c >= 2^(Bits-1)
+//! become 0x80 | (c ^ (2^(Bits-1) - 1)), whose low Bits-1 bits are the mirror index
+//! 2^Bits-1-c; codes below the middle stay as they are.
+template <int Bits>
+BGTQ_FORCEINLINE __m256i fold_codes32(__m256i codes) {
+  static_assert(Bits >= 4 && Bits <= 7, "folded lookups need 4..7 bits");
+  constexpr int low = (1 << (Bits - 1)) - 1;
+  const __m256i upper = _mm256_cmpgt_epi8(codes, _mm256_set1_epi8(static_cast<char>(low)));
+  return _mm256_xor_si256(codes, _mm256_and_si256(upper, _mm256_set1_epi8(static_cast<char>(0x80 | low))));
+}
 
 #else  // portable scalar
 
