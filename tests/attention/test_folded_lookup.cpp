@@ -1,8 +1,8 @@
 // The AVX2 key pass's folded lookups (gtq_pages::score_group_codes): every codebook kind
 // is antisymmetric bit for bit, so 4-6-bit groups look up half the table; the folded
 // centroids and the scores of whole pages must be bit for bit those of the full lookup.
-// The lookup and page cases exist in the AVX2-only build (test_attention_avx2), the only
-// one with the folded path.
+// The lookup and page cases exist only in AVX2-only builds, the only ones with the folded
+// path: test_attention_avx2 everywhere, and test_attention itself on a CPU without AVX-512.
 #include <catch2/catch.hpp>
 
 #include <bgtq/cache/gtq_pages.hpp>
