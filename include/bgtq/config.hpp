@@ -85,6 +85,12 @@
 #define BGTQ_SIMD_AVX2_ONLY 1
 #endif
 
+// BMI2 (pdep/pext) for the bit-tight packer's 8-code words (pack/bit_tight.hpp). Off
+// with BGTQ_FORCE_SCALAR too, so the scalar build is portable code throughout.
+#if defined(__BMI2__) && !defined(BGTQ_FORCE_SCALAR) && !BGTQ_DEVICE_PASS
+#define BGTQ_BMI2 1
+#endif
+
 // Every SIMD path: bit-plane codes come 64 tokens at a time as bytes
 // (bit_plane_layout::codes64, load64, chunk16; without GFNI, b masked byte adds).
 #if defined(BGTQ_SIMD_AVX512) || defined(BGTQ_SIMD_AVX2_ONLY)

@@ -2,7 +2,8 @@
 // is antisymmetric bit for bit, so 4-6-bit groups look up half the table; the folded
 // centroids and the scores of whole pages must be bit for bit those of the full lookup.
 // The lookup and page cases exist only in AVX2-only builds, the only ones with the folded
-// path: test_attention_avx2 everywhere, and test_attention itself on a CPU without AVX-512.
+// path: test_attention_avx2 on AVX-512 machines, test_attention itself on a CPU without
+// AVX-512 (where the _avx2 copy is not built: it would be the same program).
 #include <catch2/catch.hpp>
 
 #include <bgtq/cache/gtq_pages.hpp>

@@ -14,7 +14,7 @@
 
 #include "../config.hpp"
 
-#if defined(__BMI2__) && !defined(__CUDACC__)
+#if defined(BGTQ_BMI2) && !defined(__CUDACC__)
 #include <immintrin.h>
 #endif
 
@@ -73,7 +73,7 @@ struct bit_tight {
   //! The low b bits (cmask = 2^b - 1) of 8 codes, one per byte, side by side: code k at
   //! bits [k*b, (k+1)*b) of the result.
   BGTQ_HOST_DEVICE static std::uint64_t join8(const std::uint8_t* codes, int b, std::uint32_t cmask) {
-#if defined(__BMI2__) && !BGTQ_DEVICE_PASS
+#if defined(BGTQ_BMI2)
     std::uint64_t bytes;
     std::memcpy(&bytes, codes, 8);
     return _pext_u64(bytes, 0x0101010101010101ull * cmask);
@@ -109,7 +109,7 @@ struct bit_tight {
         const std::uint8_t* src = in + (j / 8) * static_cast<std::size_t>(b);
         std::uint64_t w = 0;
         for (int k = 0; k < b; ++k) w |= static_cast<std::uint64_t>(src[k]) << (8 * k);
-#if defined(__BMI2__) && !BGTQ_DEVICE_PASS
+#if defined(BGTQ_BMI2)
         const std::uint64_t bytes = _pdep_u64(w, 0x0101010101010101ull * mask);
         std::memcpy(codes + j, &bytes, 8);
 #else
