@@ -42,11 +42,12 @@ ASAN_CXXFLAGS ?= -fsanitize=float-cast-overflow
 ASAN_TARGETS  ?= all
 ASAN_LABELS   ?=
 ASAN_EXCLUDE  ?=
+ASAN_GROUP     = $(filter-out all,$(ASAN_TARGETS))
 test-asan: deps
 	@cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=Debug -DBGTQ_SANITIZE=ON -DBGTQ_BUILD_BENCH=OFF \
 	  -DBGTQ_ENABLE_CUDA=OFF "-DCMAKE_CXX_FLAGS=$(ASAN_CXXFLAGS)" \
-	  "-DBGTQ_GROUP_TARGETS=$(filter-out all,$(ASAN_TARGETS))" $(CMAKE_ARGS) >/dev/null
-	@cmake --build build-asan -j $(JOBS) --target $(if $(filter-out all,$(ASAN_TARGETS)),bgtq_group,all)
+	  "-DBGTQ_GROUP_TARGETS=$(ASAN_GROUP)" $(CMAKE_ARGS) >/dev/null
+	@cmake --build build-asan -j $(JOBS) --target $(if $(ASAN_GROUP),bgtq_group,all)
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  ctest --output-on-failure -j $(JOBS) -LE "install|slow" $(if $(ASAN_LABELS),-L "$(ASAN_LABELS)") \
 	  $(if $(ASAN_EXCLUDE),-E "$(ASAN_EXCLUDE)")

@@ -14,7 +14,7 @@
 
 #include "../config.hpp"
 
-#if defined(BGTQ_BMI2) && !defined(__CUDACC__)
+#if defined(BGTQ_BMI2)
 #include <immintrin.h>
 #endif
 
