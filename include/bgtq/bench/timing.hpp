@@ -12,7 +12,7 @@
 
 #if defined(__x86_64__) || defined(_M_X64) || (defined(__i386__) && defined(__SSE2__))
 #define BGTQ_DETAIL_CLFLUSH 1
-#include <immintrin.h>
+#include "../core/intrinsics.hpp"
 #endif
 
 #include "../core/vec16.hpp"

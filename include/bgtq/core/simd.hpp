@@ -14,7 +14,7 @@
 #include "../config.hpp"
 
 #if defined(BGTQ_SIMD_AVX2) || defined(BGTQ_SIMD_AVX512)
-#include <immintrin.h>
+#include "intrinsics.hpp"
 #endif
 
 namespace bgtq::detail {

@@ -13,7 +13,7 @@
 #include "simd.hpp"
 
 #if defined(BGTQ_SIMD_AVX2) || defined(BGTQ_SIMD_AVX512)
-#include <immintrin.h>
+#include "intrinsics.hpp"
 #endif
 
 namespace bgtq::simd {

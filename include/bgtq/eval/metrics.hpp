@@ -10,6 +10,8 @@
 //! - output error (with values): mean over queries and heads of ||o - o_hat|| / ||o||,
 //!   o = sum_s p_s v_s, o_hat = sum_s p_hat_s v_hat_s
 
+#include "../core/intrinsics.hpp"  // before Eigen, which includes <immintrin.h> too
+
 #include <Eigen/Dense>
 
 #include <algorithm>

@@ -15,7 +15,7 @@
 #include "../config.hpp"
 
 #if defined(BGTQ_BMI2)
-#include <immintrin.h>
+#include "../core/intrinsics.hpp"
 #endif
 
 namespace bgtq {

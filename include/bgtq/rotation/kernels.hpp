@@ -19,7 +19,7 @@
 #include "../config.hpp"
 
 #if defined(BGTQ_SIMD_AVX2)
-#include <immintrin.h>
+#include "../core/intrinsics.hpp"
 #endif
 
 namespace bgtq::detail {
