@@ -9,12 +9,18 @@
 // second, all KV heads). The caches are built once per argument set and kept.
 // BM_decode_cold: the same steps with the cache's page pool (and any fp16 window) flushed
 // from the CPU caches before each one (outside the timing), as in a model whose other layers displaced it.
+// BM_key_pass / BM_value_pass: one pass of the packed kernels alone (gtq_pages::score_page,
+// gtq_pages::accumulate_span over spans of 4 pages) over the 64 pages of one KV head of a
+// 4K-token sequence (warm), G = 4 query heads; Args {plan: 1 uniform TQ, 2 Block-GTQ (the
+// bench plan)}, {key and value bits}. Counter ns_per_coord_block: nanoseconds per
+// (coordinate, 64-token page), the unit docs/PERFORMANCE.md quotes the passes in.
 #include <benchmark/benchmark.h>
 
 #include <bgtq/bench/timing.hpp>
 #include <bgtq/bench/workload.hpp>
 #include <bgtq/bgtq.hpp>
 
+#include <algorithm>
 #include <map>
 #include <memory>
 #include <tuple>
@@ -97,6 +103,67 @@ void decode(benchmark::State& state, bool cold) {
 void BM_decode(benchmark::State& state) { decode(state, false); }
 void BM_decode_cold(benchmark::State& state) { decode(state, true); }
 
+// One pass of the packed kernels over one KV head's pages (see the header).
+void pass(benchmark::State& state, bool keys) {
+  const int kind = static_cast<int>(state.range(0)), bits = static_cast<int>(state.range(1));
+  constexpr int T = 4096, G = Hq / Hkv, span = bgtq::attention_workspace::span_pages;
+  bgtq::cache_config cfg;
+  cfg.layers = 1;
+  cfg.kv_heads = Hkv;
+  cfg.q_heads = Hq;
+  cfg.head_dim = D;
+  cfg.max_pages = T / 64 + 1;
+  const bgtq::rope_layout rope(D, bgtq::rope_pairing::half);
+  bgtq::plan_options o;
+  o.avg_bits = bits;
+  o.value_bits = bits;
+  const bgtq::plan p = kind == 1 ? bgtq::uniform_plan(1, Hkv, Hq, rope, bits, o)
+                                 : bgtq::build_plan(1, Hkv, Hq, rope, bgtq::bench::spread_energies(1, Hkv, rope.num_blocks()), o);
+  auto cache = bgtq::make_bgtq_cache(p, cfg);
+  const int seq = bgtq::bench::fill_sequences(cache, T);
+  using C = decltype(cache);
+  const auto view = cache.view(seq, 0);
+  const int P = cfg.page_tokens, np = static_cast<int>(view.quantized / P);
+  const auto& ks = cache.key(0, 0);
+  const auto& vs = cache.value(0, 0);
+  std::vector<const std::uint8_t*> kpages, vpages;
+  for (int i = 0; i < np; ++i) {
+    kpages.push_back(cache.page_base(0, 0) + static_cast<std::size_t>(view.pages[i]) * cache.head_page_bytes(0, 0));
+    vpages.push_back(kpages.back() + cache.value_offset(0, 0));
+  }
+  // decode's own scratch buffers (their relative placement matters: attention_workspace)
+  bgtq::attention_workspace ws(cache);
+  bgtq::counter_rng r(9);
+  std::vector<float> q(static_cast<std::size_t>(G) * D);
+  for (float& x : q) x = static_cast<float>(r.normal());
+  for (std::size_t i = 0; i < static_cast<std::size_t>(span) * G * P; ++i)
+    ws.weights[i] = static_cast<float>(r.uniform());  // weights in (0, 1), as after the softmax
+  std::fill(ws.acc.begin(), ws.acc.begin() + static_cast<std::ptrdiff_t>(C::value_codec::acc_floats(vs, G)), 0.0f);
+  C::key_codec::prepare_query(ks, q.data(), G, ws.qbuf.data());
+  for (auto _ : state) {
+    if (keys) {
+      for (int i = 0; i < np; ++i)
+        C::key_codec::template score_page<C::layout>(ks, ws.qbuf.data(), G, kpages[static_cast<std::size_t>(i)], P,
+                                                     ws.scores.data() + static_cast<std::size_t>(i % span) * G * P);
+      benchmark::DoNotOptimize(ws.scores.data());
+    } else {
+      for (int i = 0; i < np; i += span)
+        C::value_codec::template accumulate_span<C::layout>(vs, vpages.data() + i, span, P, ws.weights.data(), G, ws.acc.data(),
+                                                            ws.tmp.data());
+      benchmark::DoNotOptimize(ws.acc.data());
+    }
+    benchmark::ClobberMemory();
+  }
+  state.counters["ns_per_coord_block"] = benchmark::Counter(
+      static_cast<double>(np) * D * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
+  state.SetLabel(std::string(kind == 1 ? "tq" : "bgtq") + " K" + std::to_string(bits) + "V" + std::to_string(bits) + " " +
+                 bgtq::simd_path());
+}
+void BM_key_pass(benchmark::State& state) { pass(state, true); }
+void BM_value_pass(benchmark::State& state) { pass(state, false); }
+
+BENCHMARK(BM_key_pass)->ArgNames({"plan", "bits"})->ArgsProduct({{1, 2}, {2, 3}})->Unit(benchmark::kMicrosecond)->MinTime(0.3);
+BENCHMARK(BM_value_pass)->ArgNames({"plan", "bits"})->ArgsProduct({{1, 2}, {2, 3}})->Unit(benchmark::kMicrosecond)->MinTime(0.3);
 BENCHMARK(BM_decode)
     ->ArgNames({"cache", "T", "S"})
     ->ArgsProduct({{0, 1, 2}, {4096, 16384, 65536}, {1, 4}})

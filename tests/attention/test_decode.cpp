@@ -134,6 +134,59 @@ TEST_CASE("decode attention matches the reference with one 320-coordinate key gr
   CHECK(e < 1e-4);
 }
 
+TEST_CASE("key scores of 1- and 2-bit groups equal the decoded keys' dot products", "[attention]") {
+  // On AVX-512 these groups are scored by table lookups over coordinate pairs (2 bits) and
+  // fours (1 bit; a last pair when n % 4 == 2: gtq_pages::lut_units); elsewhere by the
+  // coordinate loop. Uniform 1- and 2-bit keys and mixed 1..3-bit ones, 1..5 query heads
+  // per KV head (table blocks of 4, 2 and 1 heads), pages of 64 and 128 tokens, partial
+  // last chunks. Tolerance: 1e-5 of sum_j |q_j k_j| (fp32 sums in other orders than the
+  // double dot product with the decoded key).
+  struct spec {
+    int D, lo, hi, G, P, T;
+  };
+  const spec specs[] = {{6, 1, 1, 1, 64, 37},   {10, 1, 1, 3, 64, 64},  {64, 1, 1, 5, 128, 100}, {130, 1, 1, 4, 64, 64},
+                        {8, 2, 2, 2, 64, 20},   {128, 2, 2, 4, 64, 64}, {66, 2, 2, 5, 128, 128}, {64, 1, 2, 4, 64, 50},
+                        {128, 1, 3, 3, 128, 121}};
+  std::uint64_t seed = 900;
+  for (const spec& sp : specs) {
+    auto cfg = small_config(1, 1, sp.G, sp.D, 2);
+    cfg.page_tokens = sp.P;
+    const auto p = random_plan(1, 1, sp.G, sp.D, bgtq::rope_pairing::half, sp.lo, sp.hi, 3, ++seed);
+    auto cache = bgtq::bgtq_cache<>(cfg, bgtq::plan_key_states(p), bgtq::plan_value_states(p));
+    const int s = cache.add_sequence();
+    std::vector<float> k(static_cast<std::size_t>(sp.T) * sp.D), v(k.size()), q(static_cast<std::size_t>(sp.G) * sp.D);
+    fill_normal(k, seed, 1.0f);
+    fill_normal(v, seed + 1, 1.0f);
+    fill_normal(q, seed + 2, 1.0f);
+    cache.append(s, 0, k.data(), v.data(), sp.T);
+    const auto& ks = cache.key(0, 0);
+    std::vector<float> qbuf(bgtq::gtq_pages::query_floats(ks, sp.G), NAN);
+    bgtq::gtq_pages::prepare_query(ks, q.data(), sp.G, qbuf.data());
+    const auto view = cache.view(s, 0);
+    const std::uint8_t* page = cache.page_base(0, 0) + static_cast<std::size_t>(view.pages[0]) * cache.head_page_bytes(0, 0);
+    std::vector<float> scores(static_cast<std::size_t>(sp.G) * sp.P, NAN), kd(static_cast<std::size_t>(sp.D));
+    bgtq::gtq_pages::score_page<bgtq::bit_plane_layout>(ks, qbuf.data(), sp.G, page, sp.T, scores.data());
+    double worst = 0;
+    for (int t = 0; t < sp.T; ++t) {
+      bgtq::gtq_pages::decode_token<bgtq::bit_plane_layout>(ks, page, t, kd.data());
+      for (int h = 0; h < sp.G; ++h) {
+        double dot = 0, bound = 0;
+        for (int j = 0; j < sp.D; ++j) {
+          const double x = static_cast<double>(q[static_cast<std::size_t>(h) * sp.D + static_cast<std::size_t>(j)]) * kd[static_cast<std::size_t>(j)];
+          dot += x;
+          bound += std::fabs(x);
+        }
+        const double got = scores[static_cast<std::size_t>(h) * sp.P + static_cast<std::size_t>(t)];
+        REQUIRE(std::isfinite(got));
+        worst = std::max(worst, std::fabs(got - dot) / std::max(bound, 1e-30));
+      }
+    }
+    INFO("D " << sp.D << " widths " << sp.lo << ".." << sp.hi << " G " << sp.G << " page " << sp.P << " T " << sp.T
+              << " worst error / sum |q k| " << worst);
+    CHECK(worst < 1e-5);
+  }
+}
+
 #if defined(BGTQ_EXPECT_SIMD)
 TEST_CASE("this program runs the SIMD path its build variant asks for", "[attention]") {
   CHECK(std::string(bgtq::simd_path()) == BGTQ_EXPECT_SIMD);

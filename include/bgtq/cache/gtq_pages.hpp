@@ -11,9 +11,11 @@
 //!
 //! Attention never decodes a key or value to memory: the query of each group is
 //! rotated once (q_rot = P_g q_g) and every key costs codebook lookups and
-//! multiply-adds; values are accumulated as sum_t w_t r_t c(idx_t) per coordinate and
-//! rotated back once per step (finish).
+//! multiply-adds (on AVX-512, 1- and 2-bit groups by per-query tables over coordinate
+//! pairs or fours instead: lut_units); values are accumulated as sum_t w_t r_t c(idx_t)
+//! per coordinate and rotated back once per step (finish).
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -142,10 +144,36 @@ struct gtq_pages {
   }
 
   // ------------------------------------------------------------------ key role
-  //! Floats of the prepared-query buffer for G query heads.
-  static std::size_t query_floats(const head_state& s, int G) { return static_cast<std::size_t>(G) * s.dim(); }
+  //! Lookup units of a group scored through per-query tables (AVX-512 key pass of the
+  //! bit-plane layout): a 2-bit group's coordinates in pairs, a 1-bit group's in fours
+  //! (and a last pair when n % 4 == 2); each unit's codes form one 4-bit (2-bit for that
+  //! last pair) index into a 16-float table of the unit's partial dot products. 0: the
+  //! group is scored coordinate by coordinate. See score_lut_blocks64. n is even (groups
+  //! are made of 2-coordinate RoPE blocks), so a 1-bit group's n % 4 is 0 or 2.
+  static constexpr int lut_units(int n, int bits) {
+#if defined(BGTQ_SIMD_AVX512)
+    return bits == 2 ? n / 2 : bits == 1 ? (n + 2) / 4 : 0;
+#else
+    (void)n;
+    (void)bits;
+    return 0;
+#endif
+  }
+  //! Floats before the first table in the prepared-query buffer (64-byte aligned tables).
+  static std::size_t lut_base(const head_state& s, int G) {
+    return (static_cast<std::size_t>(G) * static_cast<std::size_t>(s.dim()) + 15u) & ~static_cast<std::size_t>(15u);
+  }
+  //! Floats of the prepared-query buffer for G query heads: the rotated queries, then the
+  //! lookup tables [group][head][unit][16] of the groups that have them.
+  static std::size_t query_floats(const head_state& s, int G) {
+    std::size_t luts = 0;
+    for (const auto& g : s.codec.groups())
+      luts += static_cast<std::size_t>(G) * static_cast<std::size_t>(lut_units(g.quantizer.dim(), g.quantizer.bits())) * 16u;
+    return luts == 0 ? static_cast<std::size_t>(G) * s.dim() : lut_base(s, G) + luts;
+  }
 
-  //! qbuf[G*coord_off[g] + h*n_g + j] = (P_g q_h|g)_j : each group's query, rotated once.
+  //! qbuf[G*coord_off[g] + h*n_g + j] = (P_g q_h|g)_j : each group's query, rotated once;
+  //! then, for the groups with lookup units, their tables (lut_units).
   static void prepare_query(const head_state& s, const float* q, int G, float* qbuf) {
     alignas(64) float sub[max_codec_dim];
     const int D = s.dim();
@@ -157,6 +185,19 @@ struct gtq_pages {
         g.quantizer.rotation().apply(sub, qbuf + static_cast<std::size_t>(G) * s.coord_off[gi] + static_cast<std::size_t>(h) * n);
       }
     }
+#if defined(BGTQ_SIMD_AVX512)
+    std::size_t lut = lut_base(s, G);  // offset of the next table
+    for (std::size_t gi = 0; gi < s.codec.groups().size(); ++gi) {
+      const gtq_group& g = s.codec.groups()[gi];
+      const int n = g.quantizer.dim(), b = g.quantizer.bits();
+      const int units = lut_units(n, b);
+      if (units == 0) continue;
+      const float* qg = qbuf + static_cast<std::size_t>(G) * s.coord_off[gi];
+      for (int h = 0; h < G; ++h)
+        for (int u = 0; u < units; ++u, lut += 16)
+          fill_lut(g.quantizer.centroids(), b, qg + static_cast<std::size_t>(h) * n, u, n, qbuf + lut);
+    }
+#endif
   }
 
   //! scores[h*P + t] = q_h . k_hat_t for t < round_up(nvalid, 16) (lanes past nvalid are
@@ -172,9 +213,43 @@ struct gtq_pages {
         for (int t = 0; t < chunks * 16; ++t) scores[h * P + static_cast<std::size_t>(t)] = 0.0f;
       return;
     }
+#if defined(BGTQ_SIMD_AVX512)
+    std::size_t lut_off = lut_base(s, G);  // the next group's tables in qbuf (an offset: no
+                                           // pointer past a buffer without tables is formed)
+#endif
     for (std::size_t gi = 0; gi < s.codec.groups().size(); ++gi) {
       const gtq_group& g = s.codec.groups()[gi];
       const float* qg = qbuf + static_cast<std::size_t>(G) * s.coord_off[gi];
+#if defined(BGTQ_SIMD_AVX512)
+      if (const int units = lut_units(g.quantizer.dim(), g.quantizer.bits()); units > 0) {
+        if constexpr (std::is_same_v<Layout, bit_plane_layout>) {
+          const std::size_t hstride = static_cast<std::size_t>(units) * 16u;
+          for (int h = 0; h < G;) {
+            const int left = G - h;
+            const int gb4 = left >= 4 ? 4 : left >= 2 ? 2 : 1;
+            const float* lh = qbuf + lut_off + static_cast<std::size_t>(h) * hstride;
+            float* sh = scores + h * P;
+            if (g.quantizer.bits() == 2) {
+              switch (gb4) {
+                case 4: score_lut64<2, 4>(s, gi, lh, hstride, page, chunks, sh, pf); break;
+                case 2: score_lut64<2, 2>(s, gi, lh, hstride, page, chunks, sh, pf); break;
+                default: score_lut64<2, 1>(s, gi, lh, hstride, page, chunks, sh, pf); break;
+              }
+            } else {
+              switch (gb4) {
+                case 4: score_lut64<1, 4>(s, gi, lh, hstride, page, chunks, sh, pf); break;
+                case 2: score_lut64<1, 2>(s, gi, lh, hstride, page, chunks, sh, pf); break;
+                default: score_lut64<1, 1>(s, gi, lh, hstride, page, chunks, sh, pf); break;
+              }
+            }
+            h += gb4;
+          }
+          lut_off += static_cast<std::size_t>(G) * hstride;
+          continue;
+        }
+        lut_off += static_cast<std::size_t>(G) * static_cast<std::size_t>(units) * 16u;  // other layouts: tables unused
+      }
+#endif
 #if defined(BGTQ_SIMD_AVX2_ONLY)
       if (std::is_same_v<Layout, bit_plane_layout> && g.quantizer.dim() <= code_buffer_coords) {
         dispatch_bits(g.quantizer.bits(), [&](auto bits_c) {
@@ -421,6 +496,31 @@ struct gtq_pages {
   }
 
 #if defined(BGTQ_SIMD_AVX512)
+  // The 4 x GB score accumulators of a 64-token block (chunk c, head hh), zeroed.
+  template <int GB>
+  BGTQ_FORCEINLINE static void zero_block64(simd::vf16 (&acc)[4][GB]) {
+    BGTQ_DETAIL_UNROLL(4)
+    for (int c = 0; c < 4; ++c)
+      BGTQ_DETAIL_UNROLL(4)
+      for (int hh = 0; hh < GB; ++hh) acc[c][hh] = simd::zero();
+  }
+  // scores[hh * P + t] = (or += when not the first group) acc times the token's radius, for
+  // the 64 tokens from t64.
+  template <int GB>
+  BGTQ_FORCEINLINE static void store_block64(const simd::vf16 (&acc)[4][GB], const std::uint8_t* radii, std::size_t rb,
+                                             bool first, int t64, float* scores, std::size_t P) {
+    BGTQ_DETAIL_UNROLL(4)
+    for (int c = 0; c < 4; ++c) {
+      const std::size_t t0 = static_cast<std::size_t>(t64 + 16 * c);
+      const simd::vf16 r = load_radii16(radii + t0 * rb, rb == 4);
+      BGTQ_DETAIL_UNROLL(4)
+      for (int hh = 0; hh < GB; ++hh) {
+        float* dst = scores + hh * P + t0;
+        simd::store(dst, first ? simd::mul(acc[c][hh], r) : simd::fma(acc[c][hh], r, simd::load(dst)));
+      }
+    }
+  }
+
   // Keys, 64 tokens per decode: the codes of a coordinate for a whole 64-token block are
   // transposed from the bit planes at once and shared by 4 chunks x GB query heads.
   template <int B, int GB>
@@ -446,10 +546,7 @@ struct gtq_pages {
     const std::size_t P = static_cast<std::size_t>(s.P);
     for (int t64 = 0; t64 < chunks * 16; t64 += 64) {
       simd::vf16 acc[4][GB];
-      BGTQ_DETAIL_UNROLL(4)
-      for (int c = 0; c < 4; ++c)
-        BGTQ_DETAIL_UNROLL(4)
-        for (int hh = 0; hh < GB; ++hh) acc[c][hh] = simd::zero();
+      zero_block64<GB>(acc);
       for (int j = 0; j < n; ++j) {
         pf.next();
         const bit_plane_layout::codes64 bytes = bit_plane_layout::load64<B, Page64>(region, s.P, t64, j);
@@ -468,17 +565,83 @@ struct gtq_pages {
           acc[3][hh] = simd::fma(c3, qv[hh], acc[3][hh]);
         }
       }
-      BGTQ_DETAIL_UNROLL(4)
-      for (int c = 0; c < 4; ++c) {
-        const std::size_t t0 = static_cast<std::size_t>(t64 + 16 * c);
-        const simd::vf16 r = load_radii16(radii + t0 * rb, rb == 4);
-        BGTQ_DETAIL_UNROLL(4)
-        for (int hh = 0; hh < GB; ++hh) {
-          float* dst = scores + hh * P + t0;
-          simd::store(dst, first ? simd::mul(acc[c][hh], r) : simd::fma(acc[c][hh], r, simd::load(dst)));
-        }
-      }
+      store_block64<GB>(acc, radii, rb, first, t64, scores, P);
     }
+  }
+
+  // Keys of 1- and 2-bit groups, 64 tokens per decode, by table lookup (lut_units): the
+  // codes of a unit of 2 (2-bit) or 4 (1-bit) coordinates are adjacent bit planes, so
+  // they transpose as one 4-bit code per token (load64<4> at unit u is planes 4u..4u+3),
+  // and table[code] = sum over the unit's coordinates of q_j c(code_j) replaces their
+  // per-coordinate lookups and multiply-adds with one vpermps and one add per 16 tokens
+  // and head: per 2-bit pair and 64 tokens x 4 heads, 16 vpermps + 16 adds instead of
+  // 8 vpermps + 32 FMAs (a 1-bit four: instead of 16 + 64). Same fp32 products as the
+  // coordinate loop, summed in another order.
+  template <int B, int GB>
+  BGTQ_NOINLINE static void score_lut64(const head_state& s, std::size_t gi, const float* lut, std::size_t hstride,
+                                        const std::uint8_t* page, int chunks, float* scores, prefetch_stream& pf) {
+    const std::size_t rb = radius_size(s);
+    const std::uint8_t* radii = page + s.radii + gi * static_cast<std::size_t>(s.P) * rb;
+    if (s.P == 64)
+      score_lut_blocks64<B, GB, true>(s, gi, lut, hstride, page + s.region[gi], radii, rb, chunks, scores, pf);
+    else
+      score_lut_blocks64<B, GB, false>(s, gi, lut, hstride, page + s.region[gi], radii, rb, chunks, scores, pf);
+  }
+  template <int B, int GB, bool Page64>
+  BGTQ_FORCEINLINE static void score_lut_blocks64(const head_state& s, std::size_t gi, const float* lut, std::size_t hstride,
+                                                  const std::uint8_t* region, const std::uint8_t* radii, std::size_t rb,
+                                                  int chunks, float* scores, prefetch_stream& pf) {
+    const int n = s.codec.groups()[gi].quantizer.dim();
+    const int full = B == 2 ? n / 2 : n / 4;   // units of 4 index bits
+    const bool tail = B == 1 && n % 4 != 0;    // a last 1-bit pair: 2 index bits
+    const bool first = gi == 0;
+    const std::size_t P = static_cast<std::size_t>(s.P);
+    for (int t64 = 0; t64 < chunks * 16; t64 += 64) {
+      simd::vf16 acc[4][GB];
+      zero_block64<GB>(acc);
+      for (int u = 0; u < full; ++u) {
+        pf.next();
+        lut_unit<GB>(bit_plane_layout::load64<4, Page64>(region, s.P, t64, u), lut + static_cast<std::size_t>(u) * 16u, hstride, acc);
+      }
+      if (tail)  // coordinates n-2 and n-1: planes n-2 and n-1, i.e. 2-bit coordinate (n-2)/2's
+        lut_unit<GB>(bit_plane_layout::load64<2, Page64>(region, s.P, t64, (n - 2) / 2), lut + static_cast<std::size_t>(full) * 16u,
+                     hstride, acc);
+      store_block64<GB>(acc, radii, rb, first, t64, scores, P);
+    }
+  }
+
+  // acc[c][hh] += table_hh[code] for the 4 chunks of a 64-token code block (codes < 16).
+  template <int GB>
+  BGTQ_FORCEINLINE static void lut_unit(const bit_plane_layout::codes64& bytes, const float* t, std::size_t hstride,
+                                        simd::vf16 (&acc)[4][GB]) {
+    const simd::vi16 i0 = bit_plane_layout::chunk16<4, 0>(bytes);
+    const simd::vi16 i1 = bit_plane_layout::chunk16<4, 1>(bytes);
+    const simd::vi16 i2 = bit_plane_layout::chunk16<4, 2>(bytes);
+    const simd::vi16 i3 = bit_plane_layout::chunk16<4, 3>(bytes);
+    BGTQ_DETAIL_UNROLL(4)
+    for (int hh = 0; hh < GB; ++hh) {
+      const float* th = t + static_cast<std::size_t>(hh) * hstride;
+      acc[0][hh] = simd::add(acc[0][hh], simd::lookup<4>(th, i0));
+      acc[1][hh] = simd::add(acc[1][hh], simd::lookup<4>(th, i1));
+      acc[2][hh] = simd::add(acc[2][hh], simd::lookup<4>(th, i2));
+      acc[3][hh] = simd::add(acc[3][hh], simd::lookup<4>(th, i3));
+    }
+  }
+
+  // Table u of one head (16 floats): t[code] = sum_i q[j0 + i] * cent[(code >> (i * b)) & m]
+  // over the unit's coordinates j0 + i (lut_units; a last 1-bit pair's codes are < 4 and
+  // its other 12 entries repeat the first 4). Lane-wise, in coordinate order.
+  static void fill_lut(const float* cent, int b, const float* q, int u, int n, float* t) {
+    const int j0 = b == 2 ? 2 * u : 4 * u;
+    const int k = b == 2 ? 2 : std::min(4, n - j0);
+    const int m = (1 << b) - 1;
+    alignas(64) float col[16];
+    simd::vf16 acc = simd::zero();
+    for (int i = 0; i < k; ++i) {
+      for (int code = 0; code < 16; ++code) col[code] = cent[((code % (1 << (k * b))) >> (i * b)) & m];
+      acc = i == 0 ? simd::mul(simd::set1(q[j0]), simd::load(col)) : simd::fma(simd::set1(q[j0 + i]), simd::load(col), acc);
+    }
+    simd::store(t, acc);
   }
 
 #endif
