@@ -54,27 +54,34 @@ struct setup final : setup_base {
   void flush() const override { bgtq::bench::flush_decode_reads(cache, std::span<const int>(&seq, 1), 0); }
 };
 
-std::unique_ptr<setup_base> make(int kind, int T, int S) {
+// One layer, D = 128, Hq = 32, Hkv = 8, room for S sequences of T tokens.
+bgtq::cache_config bench_config(int T, int S) {
   bgtq::cache_config cfg;
   cfg.layers = 1;
   cfg.kv_heads = Hkv;
   cfg.q_heads = Hq;
   cfg.head_dim = D;
   cfg.max_pages = ((T + 63) / 64 + 1) * S;
+  return cfg;
+}
+
+// kind 1: uniform TQ-MSE; 2: the Block-GTQ plan `bgtq bench attention` times; `bits` for
+// keys (on average) and values.
+bgtq::plan bench_plan(int kind, int bits) {
+  const bgtq::rope_layout rope(D, bgtq::rope_pairing::half);
+  bgtq::plan_options o;
+  o.avg_bits = bits;
+  o.value_bits = bits;
+  return kind == 1 ? bgtq::uniform_plan(1, Hkv, Hq, rope, bits, o)
+                   : bgtq::build_plan(1, Hkv, Hq, rope, bgtq::bench::spread_energies(1, Hkv, rope.num_blocks()), o);
+}
+
+std::unique_ptr<setup_base> make(int kind, int T, int S) {
+  const bgtq::cache_config cfg = bench_config(T, S);
   if (kind == 0)
     return std::make_unique<setup<bgtq::fp16_cache<>>>(
         bgtq::fp16_cache<>(cfg, bgtq::fp16_states(1, Hkv, D), bgtq::fp16_states(1, Hkv, D)), T, S);
-  const bgtq::rope_layout rope(D, bgtq::rope_pairing::half);
-  bgtq::plan_options o;
-  o.avg_bits = 3;
-  o.value_bits = 3;
-  bgtq::plan p;
-  if (kind == 1) {
-    p = bgtq::uniform_plan(1, Hkv, Hq, rope, 3, o);
-  } else {  // the plan `bgtq bench attention` times
-    p = bgtq::build_plan(1, Hkv, Hq, rope, bgtq::bench::spread_energies(1, Hkv, rope.num_blocks()), o);
-  }
-  auto c = bgtq::make_bgtq_cache(p, cfg);
+  auto c = bgtq::make_bgtq_cache(bench_plan(kind, 3), cfg);
   return std::make_unique<setup<decltype(c)>>(std::move(c), T, S);
 }
 
@@ -107,19 +114,8 @@ void BM_decode_cold(benchmark::State& state) { decode(state, true); }
 void pass(benchmark::State& state, bool keys) {
   const int kind = static_cast<int>(state.range(0)), bits = static_cast<int>(state.range(1));
   constexpr int T = 4096, G = Hq / Hkv, span = bgtq::attention_workspace::span_pages;
-  bgtq::cache_config cfg;
-  cfg.layers = 1;
-  cfg.kv_heads = Hkv;
-  cfg.q_heads = Hq;
-  cfg.head_dim = D;
-  cfg.max_pages = T / 64 + 1;
-  const bgtq::rope_layout rope(D, bgtq::rope_pairing::half);
-  bgtq::plan_options o;
-  o.avg_bits = bits;
-  o.value_bits = bits;
-  const bgtq::plan p = kind == 1 ? bgtq::uniform_plan(1, Hkv, Hq, rope, bits, o)
-                                 : bgtq::build_plan(1, Hkv, Hq, rope, bgtq::bench::spread_energies(1, Hkv, rope.num_blocks()), o);
-  auto cache = bgtq::make_bgtq_cache(p, cfg);
+  const bgtq::cache_config cfg = bench_config(T, 1);
+  auto cache = bgtq::make_bgtq_cache(bench_plan(kind, bits), cfg);
   const int seq = bgtq::bench::fill_sequences(cache, T);
   using C = decltype(cache);
   const auto view = cache.view(seq, 0);

@@ -15,7 +15,6 @@
 //! pairs or fours instead: lut_units); values are accumulated as sum_t w_t r_t c(idx_t)
 //! per coordinate and rotated back once per step (finish).
 
-#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -93,6 +92,10 @@ struct gtq_pages {
 
   static std::size_t radius_size(const head_state& s) {
     return s.codec.groups().empty() ? 2u : (s.codec.groups().front().quantizer.fp32_radius() ? 4u : 2u);
+  }
+  //! Group gi's radii in a page: P entries of radius_size(s) bytes.
+  static const std::uint8_t* group_radii(const head_state& s, const std::uint8_t* page, std::size_t gi) {
+    return page + s.radii + gi * static_cast<std::size_t>(s.P) * radius_size(s);
   }
 
   //! Encodes nt finite rows x[i*stride .. +D) into page slots t0 .. t0+nt-1.
@@ -193,9 +196,19 @@ struct gtq_pages {
       const int units = lut_units(n, b);
       if (units == 0) continue;
       const float* qg = qbuf + static_cast<std::size_t>(G) * s.coord_off[gi];
+      const int k = b == 2 ? 2 : 4;  // coordinates of a full unit
+      simd::vf16 cols[4], tail_cols[2];  // the centroid of each coordinate of a unit, per code
+      lut_columns(g.quantizer.centroids(), b, k, cols);
+      lut_columns(g.quantizer.centroids(), b, 2, tail_cols);  // a last 1-bit pair's
       for (int h = 0; h < G; ++h)
-        for (int u = 0; u < units; ++u, lut += 16)
-          fill_lut(g.quantizer.centroids(), b, qg + static_cast<std::size_t>(h) * n, u, n, qbuf + lut);
+        for (int u = 0; u < units; ++u, lut += 16) {
+          const int j0 = u * k;
+          const float* qh = qg + static_cast<std::size_t>(h) * n + j0;
+          if (n - j0 >= k)
+            fill_lut(qh, cols, k, qbuf + lut);
+          else
+            fill_lut(qh, tail_cols, 2, qbuf + lut);
+        }
     }
 #endif
   }
@@ -229,19 +242,18 @@ struct gtq_pages {
             const int gb4 = left >= 4 ? 4 : left >= 2 ? 2 : 1;
             const float* lh = qbuf + lut_off + static_cast<std::size_t>(h) * hstride;
             float* sh = scores + h * P;
-            if (g.quantizer.bits() == 2) {
+            const auto run = [&](auto bits_c) {
+              constexpr int B = decltype(bits_c)::value;
               switch (gb4) {
-                case 4: score_lut64<2, 4>(s, gi, lh, hstride, page, chunks, sh, pf); break;
-                case 2: score_lut64<2, 2>(s, gi, lh, hstride, page, chunks, sh, pf); break;
-                default: score_lut64<2, 1>(s, gi, lh, hstride, page, chunks, sh, pf); break;
+                case 4: score_lut64<B, 4>(s, gi, lh, hstride, page, chunks, sh, pf); break;
+                case 2: score_lut64<B, 2>(s, gi, lh, hstride, page, chunks, sh, pf); break;
+                default: score_lut64<B, 1>(s, gi, lh, hstride, page, chunks, sh, pf); break;
               }
-            } else {
-              switch (gb4) {
-                case 4: score_lut64<1, 4>(s, gi, lh, hstride, page, chunks, sh, pf); break;
-                case 2: score_lut64<1, 2>(s, gi, lh, hstride, page, chunks, sh, pf); break;
-                default: score_lut64<1, 1>(s, gi, lh, hstride, page, chunks, sh, pf); break;
-              }
-            }
+            };
+            if (g.quantizer.bits() == 2)
+              run(bits_tag<2>{});
+            else
+              run(bits_tag<1>{});
             h += gb4;
           }
           lut_off += static_cast<std::size_t>(G) * hstride;
@@ -311,7 +323,7 @@ struct gtq_pages {
     const std::size_t rb = radius_size(s);
     for (std::size_t gi = 0; gi < s.codec.groups().size(); ++gi) {
       const gtq_group& g = s.codec.groups()[gi];
-      const std::uint8_t* radii = page + s.radii + gi * P * rb;
+      const std::uint8_t* radii = group_radii(s, page, gi);
       for (int h = 0; h < G;) {
         const int left = G - h;
         const int gb = left >= 4 ? 4 : left >= 2 ? 2 : 1;
@@ -480,7 +492,7 @@ struct gtq_pages {
     const int n = g.quantizer.dim();
     const std::size_t P = static_cast<std::size_t>(s.P);
     const std::size_t rb = radius_size(s);
-    const std::uint8_t* radii = page + s.radii + gi * P * rb;
+    const std::uint8_t* radii = group_radii(s, page, gi);
     simd::vf16 acc[GB];
     for (int hh = 0; hh < GB; ++hh) acc[hh] = simd::zero();
     for (int j = 0; j < n; ++j) {
@@ -529,7 +541,7 @@ struct gtq_pages {
     const gtq_group& g = s.codec.groups()[gi];
     const std::uint8_t* region = page + s.region[gi];
     const std::size_t rb = radius_size(s);
-    const std::uint8_t* radii = page + s.radii + gi * static_cast<std::size_t>(s.P) * rb;
+    const std::uint8_t* radii = group_radii(s, page, gi);
     const bool first = gi == 0;
     if (s.P == 64)  // the default page: plane loads without the run-time stride (~2% of a step)
       score_blocks64<B, GB, true>(s, g, q, region, radii, rb, first, chunks, scores, pf);
@@ -581,7 +593,7 @@ struct gtq_pages {
   BGTQ_NOINLINE static void score_lut64(const head_state& s, std::size_t gi, const float* lut, std::size_t hstride,
                                         const std::uint8_t* page, int chunks, float* scores, prefetch_stream& pf) {
     const std::size_t rb = radius_size(s);
-    const std::uint8_t* radii = page + s.radii + gi * static_cast<std::size_t>(s.P) * rb;
+    const std::uint8_t* radii = group_radii(s, page, gi);
     if (s.P == 64)
       score_lut_blocks64<B, GB, true>(s, gi, lut, hstride, page + s.region[gi], radii, rb, chunks, scores, pf);
     else
@@ -628,19 +640,22 @@ struct gtq_pages {
     }
   }
 
-  // Table u of one head (16 floats): t[code] = sum_i q[j0 + i] * cent[(code >> (i * b)) & m]
-  // over the unit's coordinates j0 + i (lut_units; a last 1-bit pair's codes are < 4 and
-  // its other 12 entries repeat the first 4). Lane-wise, in coordinate order.
-  static void fill_lut(const float* cent, int b, const float* q, int u, int n, float* t) {
-    const int j0 = b == 2 ? 2 * u : 4 * u;
-    const int k = b == 2 ? 2 : std::min(4, n - j0);
+  // cols[i][code] = cent[(code >> (i * b)) & m] for the k coordinates of a unit of b-bit
+  // codes (k * b index bits; for k * b = 2, a last 1-bit pair, codes are < 4 and lanes
+  // 4..15 repeat lanes 0..3). Per group, once a step.
+  static void lut_columns(const float* cent, int b, int k, simd::vf16* cols) {
     const int m = (1 << b) - 1;
     alignas(64) float col[16];
-    simd::vf16 acc = simd::zero();
     for (int i = 0; i < k; ++i) {
       for (int code = 0; code < 16; ++code) col[code] = cent[((code % (1 << (k * b))) >> (i * b)) & m];
-      acc = i == 0 ? simd::mul(simd::set1(q[j0]), simd::load(col)) : simd::fma(simd::set1(q[j0 + i]), simd::load(col), acc);
+      cols[i] = simd::load(col);
     }
+  }
+  // One head's table of a unit (16 floats): t[code] = sum_{i < k} q[i] * cols[i][code],
+  // lane-wise, in coordinate order.
+  static void fill_lut(const float* q, const simd::vf16* cols, int k, float* t) {
+    simd::vf16 acc = simd::mul(simd::set1(q[0]), cols[0]);
+    for (int i = 1; i < k; ++i) acc = simd::fma(simd::set1(q[i]), cols[i], acc);
     simd::store(t, acc);
   }
 
