@@ -4,11 +4,14 @@
 #include <catch2/catch.hpp>
 
 #include <bgtq/attention/decode.hpp>
+#include <bgtq/cache/page_layout.hpp>
 #include <bgtq/core/rng.hpp>
 #include <bgtq/core/simd.hpp>
 
 #include <cmath>
+#include <cstdint>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "common.hpp"
@@ -99,3 +102,74 @@ TEST_CASE("exp_shift_sum writes exactly n weights and returns their sum", "[atte
     REQUIRE(std::fabs(sum - want_sum) <= 1e-6 * want_sum);
   }
 }
+
+#if defined(BGTQ_SIMD_AVX512)
+// The AVX-512 value kernel's token order (gtq_pages::span_blocks64): code lanes from
+// bit_plane_layout::strided16 and weights from simd::transpose_stride4 must both put token
+// 4d + c in lane d of chunk c. Built where AVX-512 is (the default program on such a
+// machine, and test_attention_avx512 for the path without GFNI).
+namespace {
+template <int B>
+void check_strided_codes(bgtq::counter_rng& r, int P) {
+  const int n = 5;  // coordinates
+  std::vector<std::uint8_t> region(bgtq::bit_plane_layout::bytes(n, B, P) + 64, 0xa5);  // + slack: no read past it
+  std::vector<std::uint8_t> codes(static_cast<std::size_t>(P) * n);
+  for (int t = 0; t < P; ++t) {
+    for (int j = 0; j < n; ++j) codes[static_cast<std::size_t>(t) * n + j] = static_cast<std::uint8_t>(r.below(1u << B));
+    bgtq::bit_plane_layout::store(region.data(), n, B, P, t, codes.data() + static_cast<std::size_t>(t) * n);
+  }
+  alignas(64) float table[256];
+  for (float& x : table) x = static_cast<float>(r.normal());
+  for (int t0 = 0; t0 < P; t0 += 64)
+    for (int j = 0; j < n; ++j) {
+      const auto check = [&](auto bytes) {
+        const auto chunk = [&](auto c_tag) {
+          constexpr int C = decltype(c_tag)::value;
+          const auto idx = bgtq::bit_plane_layout::strided16<B, C>(bytes);
+          alignas(64) std::int32_t lane[16];
+          _mm512_storeu_si512(lane, idx.v);
+          alignas(64) float looked[16];
+          bgtq::simd::store(looked, bgtq::simd::lookup<B>(table, idx));
+          for (int d = 0; d < 16; ++d) {
+            const int want = codes[static_cast<std::size_t>(t0 + 4 * d + C) * n + j];
+            INFO("B " << B << " P " << P << " t0 " << t0 << " j " << j << " chunk " << C << " lane " << d);
+            REQUIRE((lane[d] & ((1 << B) - 1)) == want);
+            REQUIRE(looked[d] == table[want]);
+          }
+        };
+        chunk(std::integral_constant<int, 0>{});
+        chunk(std::integral_constant<int, 1>{});
+        chunk(std::integral_constant<int, 2>{});
+        chunk(std::integral_constant<int, 3>{});
+      };
+      check(bgtq::bit_plane_layout::load64<B>(region.data(), P, t0, j));
+      if (P == 64) check(bgtq::bit_plane_layout::load64<B, true>(region.data(), P, t0, j));
+    }
+}
+}  // namespace
+
+TEST_CASE("strided16 code lanes and transpose_stride4 put token 4d + c in lane d of chunk c", "[attention][simd]") {
+  bgtq::counter_rng r(97);
+  for (int P : {64, 128}) {
+    check_strided_codes<1>(r, P);
+    check_strided_codes<2>(r, P);
+    check_strided_codes<3>(r, P);
+    check_strided_codes<4>(r, P);
+    check_strided_codes<5>(r, P);
+    check_strided_codes<6>(r, P);
+    check_strided_codes<7>(r, P);
+    check_strided_codes<8>(r, P);
+  }
+  for (int rep = 0; rep < 20; ++rep) {
+    alignas(64) float x[64];
+    for (float& v : x) v = static_cast<float>(r.normal());
+    bgtq::simd::vf16 v[4] = {bgtq::simd::load(x), bgtq::simd::load(x + 16), bgtq::simd::load(x + 32), bgtq::simd::load(x + 48)};
+    bgtq::simd::transpose_stride4(v);
+    for (int c = 0; c < 4; ++c) {
+      alignas(64) float out[16];
+      bgtq::simd::store(out, v[c]);
+      for (int d = 0; d < 16; ++d) REQUIRE(out[d] == x[4 * d + c]);
+    }
+  }
+}
+#endif

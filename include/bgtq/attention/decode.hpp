@@ -55,7 +55,8 @@ struct scratch_span {
 class attention_workspace {
  public:
   //! Pages scored before each softmax update and value pass (a span): the value
-  //! accumulators are loaded and stored once per span instead of once per page.
+  //! weights of a span are prepared together (and, with AVX2, the accumulators loaded and
+  //! stored once per span instead of once per page).
   static constexpr int span_pages = 4;
   attention_workspace() = default;
   template <class Cache>

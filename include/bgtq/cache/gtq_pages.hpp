@@ -368,24 +368,41 @@ struct gtq_pages {
   //! w[hh * P + t] * r_t for the tokens of chunks [0, total) (16 tokens each), zero past
   //! the first `valid` chunks, at wr_offset(t0 + t, hh, gb) when `blocked` (the 64-token
   //! kernels' [block][hh][64] layout over a span of pages starting at token t0) or at
-  //! hh * P + t.
+  //! hh * P + t. On AVX-512 a blocked 64-token block is stored in strided16's token
+  //! order (element 16c + d = token 4d + c; simd::transpose_stride4), which the value
+  //! kernel there reads.
   static void fill_weights_radii(float* tmp, const float* w, std::size_t P, const std::uint8_t* radii, std::size_t rb, int valid,
                                  int total, int gb, bool blocked, int t0) {
+    const auto wr16 = [&](int hh, int c) {
+      return c < valid ? simd::mul(simd::load(w + static_cast<std::size_t>(hh) * P + static_cast<std::size_t>(c) * 16u),
+                                   load_radii16(radii + static_cast<std::size_t>(c) * 16u * rb, rb == 4))
+                       : simd::zero();
+    };
+#if defined(BGTQ_SIMD_AVX512)
+    if (blocked) {  // total % 4 == 0: whole 64-token blocks, in strided16's token order
+      for (int hh = 0; hh < gb; ++hh)
+        for (int c = 0; c < total; c += 4) {
+          simd::vf16 v[4] = {wr16(hh, c), wr16(hh, c + 1), wr16(hh, c + 2), wr16(hh, c + 3)};
+          simd::transpose_stride4(v);
+          float* dst = tmp + wr_offset(t0 + 16 * c, hh, gb);
+          for (int k = 0; k < 4; ++k) simd::store(dst + 16 * k, v[k]);
+        }
+      return;
+    }
+#endif
     for (int hh = 0; hh < gb; ++hh)
       for (int c = 0; c < total; ++c) {
-        simd::vf16 v = simd::zero();
-        if (c < valid)
-          v = simd::mul(simd::load(w + static_cast<std::size_t>(hh) * P + static_cast<std::size_t>(c) * 16u),
-                        load_radii16(radii + static_cast<std::size_t>(c) * 16u * rb, rb == 4));
+        const simd::vf16 v = wr16(hh, c);
         simd::store(tmp + (blocked ? wr_offset(t0 + 16 * c, hh, gb) : static_cast<std::size_t>(hh) * P + static_cast<std::size_t>(c) * 16u),
                     v);
       }
   }
 
   //! accumulate_page over several pages at once: pages[0..npages) are full except the
-  //! last (nvalid_last tokens); w is [page][G][P]. The accumulators are loaded and stored
-  //! once per coordinate for the whole span instead of once per page. tmp: at least
-  //! 4 * npages * P floats.
+  //! last (nvalid_last tokens); w is [page][G][P]. With AVX2 the accumulators are loaded
+  //! and stored once per coordinate for the whole span instead of once per page; with
+  //! AVX-512 a block's weights stay in registers and the accumulators move per page (see
+  //! span_blocks64). tmp: at least 4 * npages * P floats.
   template <class Layout>
   static void accumulate_span(const head_state& s, const std::uint8_t* const* pages, int npages, int nvalid_last,
                               const float* w, int G, float* acc, float* tmp) {
@@ -726,7 +743,8 @@ struct gtq_pages {
 #endif
 
   // Offset of token t's weight x radius for head hh of a gb-head block in the 64-token
-  // kernels' blocked layout [t / 64][gb][64]: the 4 x GB weight vectors of a code block
+  // kernels' blocked layout [t / 64][gb][64] (t % 64 == 0 on AVX-512, where the 64 are in
+  // strided16's token order, see fill_weights_radii): the 4 x GB weight vectors of a code block
   // are at one base address plus constants (the per-head [hh][P] rows cost a general
   // register per head and made the compiler spill the loop's pointers).
   static constexpr std::size_t wr_offset(int t, int hh, int gb) {
@@ -751,6 +769,30 @@ struct gtq_pages {
     fma_chunk<B, GB, 1>(cent, bytes, w, a);
     fma_chunk<B, GB, 2>(cent, bytes, w, a);
     fma_chunk<B, GB, 3>(cent, bytes, w, a);
+  }
+
+  // Two coordinates at once: each weight vector loaded feeds two FMAs (a0: coordinate of
+  // bytes0, a1: of bytes1).
+  template <int B, int GB, int C>
+  BGTQ_FORCEINLINE static void fma_chunk2(const float* cent, const bit_plane_layout::codes64& bytes0,
+                                          const bit_plane_layout::codes64& bytes1, const float* w, simd::vf16* a0,
+                                          simd::vf16* a1) {
+    const simd::vf16 c0 = simd::lookup<B>(cent, bit_plane_layout::chunk16<B, C>(bytes0));
+    const simd::vf16 c1 = simd::lookup<B>(cent, bit_plane_layout::chunk16<B, C>(bytes1));
+    for (int hh = 0; hh < GB; ++hh) {
+      const simd::vf16 wv = simd::load(w + hh * 64 + 16 * C);
+      a0[hh] = simd::fma(c0, wv, a0[hh]);
+      a1[hh] = simd::fma(c1, wv, a1[hh]);
+    }
+  }
+  template <int B, int GB>
+  BGTQ_FORCEINLINE static void fma_block64x2(const float* cent, const bit_plane_layout::codes64& bytes0,
+                                             const bit_plane_layout::codes64& bytes1, const float* w, simd::vf16* a0,
+                                             simd::vf16* a1) {
+    fma_chunk2<B, GB, 0>(cent, bytes0, bytes1, w, a0, a1);
+    fma_chunk2<B, GB, 1>(cent, bytes0, bytes1, w, a0, a1);
+    fma_chunk2<B, GB, 2>(cent, bytes0, bytes1, w, a0, a1);
+    fma_chunk2<B, GB, 3>(cent, bytes0, bytes1, w, a0, a1);
   }
 
   // Values, 64 tokens per decode; wr = weights times radii for whole 64-token blocks.
@@ -789,6 +831,37 @@ struct gtq_pages {
       P = 64;
       blocks = 1;
     }
+#if defined(BGTQ_SIMD_AVX512)
+    // Page-major: the block's 4 x GB weight vectors stay in registers (16 of 32 zmm for
+    // GB = 4) and the coordinate loop loads and stores the accumulators, 4 + 4 memory
+    // operations per 16 FMAs instead of 16 weight loads (the loop was load-bound). The
+    // weights come in strided16's token order (fill_weights_radii), so the code bytes
+    // need no shuffle per chunk: chunk c = the block's dwords shifted by 8c bits.
+    for (int p = 0; p < npages; ++p)
+      for (int t64 = 0; t64 < blocks * 64; t64 += 64) {
+        const float* w = wr + wr_offset(p * P + t64, 0, GB);
+        simd::vf16 wv[4][GB];
+        BGTQ_DETAIL_UNROLL(4)
+        for (int c = 0; c < 4; ++c)
+          for (int hh = 0; hh < GB; ++hh) wv[c][hh] = simd::load(w + hh * 64 + 16 * c);
+        for (int j = 0; j < n; ++j) {
+          const auto bytes = bit_plane_layout::load64<B, Page64>(pages[p] + region, P, t64, j);
+          const simd::vf16 c0 = simd::lookup<B>(cent, bit_plane_layout::strided16<B, 0>(bytes));
+          const simd::vf16 c1 = simd::lookup<B>(cent, bit_plane_layout::strided16<B, 1>(bytes));
+          const simd::vf16 c2 = simd::lookup<B>(cent, bit_plane_layout::strided16<B, 2>(bytes));
+          const simd::vf16 c3 = simd::lookup<B>(cent, bit_plane_layout::strided16<B, 3>(bytes));
+          float* at = acc + static_cast<std::size_t>(j) * 16u;
+          BGTQ_DETAIL_UNROLL(4)
+          for (int hh = 0; hh < GB; ++hh) {
+            simd::vf16 x = simd::fma(c0, wv[0][hh], simd::load(at + hh * hstride));
+            x = simd::fma(c1, wv[1][hh], x);
+            x = simd::fma(c2, wv[2][hh], x);
+            x = simd::fma(c3, wv[3][hh], x);
+            simd::store(at + hh * hstride, x);
+          }
+        }
+      }
+#else
     for (int j = 0; j < n; ++j) {
       simd::vf16 a[GB];
       BGTQ_DETAIL_UNROLL(4)
@@ -800,6 +873,7 @@ struct gtq_pages {
       BGTQ_DETAIL_UNROLL(4)
       for (int hh = 0; hh < GB; ++hh) simd::store(acc + hh * hstride + static_cast<std::size_t>(j) * 16u, a[hh]);
     }
+#endif
   }
 #endif
 

@@ -152,7 +152,24 @@ struct bit_plane_layout {
     else
       return {_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(bytes, C))};
   }
-#elif defined(BGTQ_SIMD_AVX2_ONLY)
+#endif
+#if defined(BGTQ_SIMD_AVX512)
+  //! Dword indices of tokens 4d + C (lane d = 0..15) of a 64-byte code block: each dword
+  //! holds the codes of tokens 4d .. 4d+3, so a right shift by 8C bits brings token 4d+C
+  //! to the low byte; the table lookups read only the low 4 / 5 bits of each lane (B <= 5),
+  //! wider codes are masked for the gather. No shuffle, against chunk16's vpermb: kernels
+  //! that can take their per-token operands in this order (the value pass's weights,
+  //! simd::transpose_stride4) use it.
+  template <int B, int C>
+  BGTQ_FORCEINLINE static simd::vi16 strided16(codes64 bytes) {
+    static_assert(C >= 0 && C < 4);
+    __m512i x = bytes;
+    if constexpr (C > 0) x = _mm512_srli_epi32(x, 8 * C);
+    if constexpr (B > 5 && C < 3) x = _mm512_and_si512(x, _mm512_set1_epi32(0xff));
+    return {x};
+  }
+#endif
+#if defined(BGTQ_SIMD_AVX2_ONLY)
   //! Codes of tokens [t0, t0+32) at coordinate j as 32 bytes, byte i = token t0+i
   //! (t0 % 32 == 0). Per plane: the 4 plane bytes are broadcast, vpshufb copies plane
   //! byte i/8 to byte i, and a test against bit i%8 gives 0xff / 0 that selects bit k.
