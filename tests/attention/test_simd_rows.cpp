@@ -148,7 +148,7 @@ void check_strided_codes(bgtq::counter_rng& r, int P) {
 }
 }  // namespace
 
-TEST_CASE("strided16 code lanes and transpose_stride4 put token 4d + c in lane d of chunk c", "[attention][simd]") {
+TEST_CASE("strided16 code lanes and transpose_stride4 put token 4d + c in lane d of chunk c, and untranspose_stride4 undoes it", "[attention][simd]") {
   bgtq::counter_rng r(97);
   for (int P : {64, 128}) {
     check_strided_codes<1>(r, P);
@@ -169,6 +169,12 @@ TEST_CASE("strided16 code lanes and transpose_stride4 put token 4d + c in lane d
       alignas(64) float out[16];
       bgtq::simd::store(out, v[c]);
       for (int d = 0; d < 16; ++d) REQUIRE(out[d] == x[4 * d + c]);
+    }
+    bgtq::simd::untranspose_stride4(v);  // and back
+    for (int k = 0; k < 4; ++k) {
+      alignas(64) float out[16];
+      bgtq::simd::store(out, v[k]);
+      for (int i = 0; i < 16; ++i) REQUIRE(out[i] == x[16 * k + i]);
     }
   }
 }

@@ -534,18 +534,23 @@ struct gtq_pages {
       for (int hh = 0; hh < GB; ++hh) acc[c][hh] = simd::zero();
   }
   // scores[hh * P + t] = (or += when not the first group) acc times the token's radius, for
-  // the 64 tokens from t64.
+  // the 64 tokens from t64; acc[c][hh] lane d holds token 4d + c (strided16's order: the
+  // kernels' codes come without a shuffle per chunk), put back in token order per head
+  // (simd::untranspose_stride4, 12 shuffles per head and block).
   template <int GB>
   BGTQ_FORCEINLINE static void store_block64(const simd::vf16 (&acc)[4][GB], const std::uint8_t* radii, std::size_t rb,
                                              bool first, int t64, float* scores, std::size_t P) {
+    simd::vf16 r[4];
     BGTQ_DETAIL_UNROLL(4)
-    for (int c = 0; c < 4; ++c) {
-      const std::size_t t0 = static_cast<std::size_t>(t64 + 16 * c);
-      const simd::vf16 r = load_radii16(radii + t0 * rb, rb == 4);
+    for (int c = 0; c < 4; ++c) r[c] = load_radii16(radii + static_cast<std::size_t>(t64 + 16 * c) * rb, rb == 4);
+    BGTQ_DETAIL_UNROLL(4)
+    for (int hh = 0; hh < GB; ++hh) {
+      simd::vf16 v[4] = {acc[0][hh], acc[1][hh], acc[2][hh], acc[3][hh]};
+      simd::untranspose_stride4(v);
       BGTQ_DETAIL_UNROLL(4)
-      for (int hh = 0; hh < GB; ++hh) {
-        float* dst = scores + hh * P + t0;
-        simd::store(dst, first ? simd::mul(acc[c][hh], r) : simd::fma(acc[c][hh], r, simd::load(dst)));
+      for (int c = 0; c < 4; ++c) {
+        float* dst = scores + hh * P + static_cast<std::size_t>(t64 + 16 * c);
+        simd::store(dst, first ? simd::mul(v[c], r[c]) : simd::fma(v[c], r[c], simd::load(dst)));
       }
     }
   }
@@ -582,10 +587,10 @@ struct gtq_pages {
         simd::vf16 qv[GB];
         BGTQ_DETAIL_UNROLL(4)
         for (int hh = 0; hh < GB; ++hh) qv[hh] = simd::set1(q[hh * n + j]);
-        const simd::vf16 c0 = simd::lookup<B>(cent, bit_plane_layout::chunk16<B, 0>(bytes));
-        const simd::vf16 c1 = simd::lookup<B>(cent, bit_plane_layout::chunk16<B, 1>(bytes));
-        const simd::vf16 c2 = simd::lookup<B>(cent, bit_plane_layout::chunk16<B, 2>(bytes));
-        const simd::vf16 c3 = simd::lookup<B>(cent, bit_plane_layout::chunk16<B, 3>(bytes));
+        const simd::vf16 c0 = simd::lookup<B>(cent, bit_plane_layout::strided16<B, 0>(bytes));
+        const simd::vf16 c1 = simd::lookup<B>(cent, bit_plane_layout::strided16<B, 1>(bytes));
+        const simd::vf16 c2 = simd::lookup<B>(cent, bit_plane_layout::strided16<B, 2>(bytes));
+        const simd::vf16 c3 = simd::lookup<B>(cent, bit_plane_layout::strided16<B, 3>(bytes));
         BGTQ_DETAIL_UNROLL(4)
         for (int hh = 0; hh < GB; ++hh) {
           acc[0][hh] = simd::fma(c0, qv[hh], acc[0][hh]);
@@ -643,10 +648,10 @@ struct gtq_pages {
   template <int GB>
   BGTQ_FORCEINLINE static void lut_unit(const bit_plane_layout::codes64& bytes, const float* t, std::size_t hstride,
                                         simd::vf16 (&acc)[4][GB]) {
-    const simd::vi16 i0 = bit_plane_layout::chunk16<4, 0>(bytes);
-    const simd::vi16 i1 = bit_plane_layout::chunk16<4, 1>(bytes);
-    const simd::vi16 i2 = bit_plane_layout::chunk16<4, 2>(bytes);
-    const simd::vi16 i3 = bit_plane_layout::chunk16<4, 3>(bytes);
+    const simd::vi16 i0 = bit_plane_layout::strided16<4, 0>(bytes);
+    const simd::vi16 i1 = bit_plane_layout::strided16<4, 1>(bytes);
+    const simd::vi16 i2 = bit_plane_layout::strided16<4, 2>(bytes);
+    const simd::vi16 i3 = bit_plane_layout::strided16<4, 3>(bytes);
     BGTQ_DETAIL_UNROLL(4)
     for (int hh = 0; hh < GB; ++hh) {
       const float* th = t + static_cast<std::size_t>(hh) * hstride;
@@ -769,30 +774,6 @@ struct gtq_pages {
     fma_chunk<B, GB, 1>(cent, bytes, w, a);
     fma_chunk<B, GB, 2>(cent, bytes, w, a);
     fma_chunk<B, GB, 3>(cent, bytes, w, a);
-  }
-
-  // Two coordinates at once: each weight vector loaded feeds two FMAs (a0: coordinate of
-  // bytes0, a1: of bytes1).
-  template <int B, int GB, int C>
-  BGTQ_FORCEINLINE static void fma_chunk2(const float* cent, const bit_plane_layout::codes64& bytes0,
-                                          const bit_plane_layout::codes64& bytes1, const float* w, simd::vf16* a0,
-                                          simd::vf16* a1) {
-    const simd::vf16 c0 = simd::lookup<B>(cent, bit_plane_layout::chunk16<B, C>(bytes0));
-    const simd::vf16 c1 = simd::lookup<B>(cent, bit_plane_layout::chunk16<B, C>(bytes1));
-    for (int hh = 0; hh < GB; ++hh) {
-      const simd::vf16 wv = simd::load(w + hh * 64 + 16 * C);
-      a0[hh] = simd::fma(c0, wv, a0[hh]);
-      a1[hh] = simd::fma(c1, wv, a1[hh]);
-    }
-  }
-  template <int B, int GB>
-  BGTQ_FORCEINLINE static void fma_block64x2(const float* cent, const bit_plane_layout::codes64& bytes0,
-                                             const bit_plane_layout::codes64& bytes1, const float* w, simd::vf16* a0,
-                                             simd::vf16* a1) {
-    fma_chunk2<B, GB, 0>(cent, bytes0, bytes1, w, a0, a1);
-    fma_chunk2<B, GB, 1>(cent, bytes0, bytes1, w, a0, a1);
-    fma_chunk2<B, GB, 2>(cent, bytes0, bytes1, w, a0, a1);
-    fma_chunk2<B, GB, 3>(cent, bytes0, bytes1, w, a0, a1);
   }
 
   // Values, 64 tokens per decode; wr = weights times radii for whole 64-token blocks.

@@ -157,9 +157,10 @@ struct bit_plane_layout {
   //! Dword indices of tokens 4d + C (lane d = 0..15) of a 64-byte code block: each dword
   //! holds the codes of tokens 4d .. 4d+3, so a right shift by 8C bits brings token 4d+C
   //! to the low byte; the table lookups read only the low 4 / 5 bits of each lane (B <= 5),
-  //! wider codes are masked for the gather. No shuffle, against chunk16's vpermb: kernels
-  //! that can take their per-token operands in this order (the value pass's weights,
-  //! simd::transpose_stride4) use it.
+  //! wider codes are masked for the gather. No shuffle, against chunk16's vpermb: the
+  //! AVX-512 packed kernels use it, the value pass with its weights stored in this order
+  //! (simd::transpose_stride4), the key pass with its scores put back in token order once
+  //! per block (simd::untranspose_stride4).
   template <int B, int C>
   BGTQ_FORCEINLINE static simd::vi16 strided16(codes64 bytes) {
     static_assert(C >= 0 && C < 4);

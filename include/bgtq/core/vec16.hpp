@@ -102,6 +102,19 @@ BGTQ_FORCEINLINE void transpose_stride4(vf16 (&v)[4]) {
   v[2].v = _mm512_maskz_shuffle_f32x4(0xffff, b01, b23, _MM_SHUFFLE(2, 0, 2, 0));
   v[3].v = _mm512_maskz_shuffle_f32x4(0xffff, b01, b23, _MM_SHUFFLE(3, 1, 3, 1));
 }
+//! The inverse of transpose_stride4: v[c] lane d = value 4d + c back to v[k] lane i =
+//! value 16k + i (both steps are their own inverses; here in the other order).
+BGTQ_FORCEINLINE void untranspose_stride4(vf16 (&v)[4]) {
+  const __m512 a01 = _mm512_maskz_shuffle_f32x4(0xffff, v[0].v, v[1].v, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m512 a23 = _mm512_maskz_shuffle_f32x4(0xffff, v[2].v, v[3].v, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m512 b01 = _mm512_maskz_shuffle_f32x4(0xffff, v[0].v, v[1].v, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m512 b23 = _mm512_maskz_shuffle_f32x4(0xffff, v[2].v, v[3].v, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
+  v[0].v = _mm512_permutexvar_ps(idx, _mm512_maskz_shuffle_f32x4(0xffff, a01, a23, _MM_SHUFFLE(2, 0, 2, 0)));
+  v[1].v = _mm512_permutexvar_ps(idx, _mm512_maskz_shuffle_f32x4(0xffff, a01, a23, _MM_SHUFFLE(3, 1, 3, 1)));
+  v[2].v = _mm512_permutexvar_ps(idx, _mm512_maskz_shuffle_f32x4(0xffff, b01, b23, _MM_SHUFFLE(2, 0, 2, 0)));
+  v[3].v = _mm512_permutexvar_ps(idx, _mm512_maskz_shuffle_f32x4(0xffff, b01, b23, _MM_SHUFFLE(3, 1, 3, 1)));
+}
 
 #elif defined(BGTQ_SIMD_AVX2)
 
