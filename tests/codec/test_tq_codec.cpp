@@ -177,7 +177,7 @@ TEST_CASE("all-zero and all-max codes decode to finite vectors of the expected n
   }
 }
 
-TEST_CASE("fp16 input encodes like its float value; fp32 radius never clamps", "[codec]") {
+TEST_CASE("fp16 input encodes like its float value, and an fp32 radius never clamps", "[codec]") {
   const auto c = tq(64, 3, bgtq::rotation_kind::hadamard);
   const auto x = make_vectors(64, 1, false, 3);
   std::vector<bgtq::half> h(64);
