@@ -581,6 +581,7 @@ struct gtq_pages {
     for (int t64 = 0; t64 < chunks * 16; t64 += 64) {
       simd::vf16 acc[4][GB];
       zero_block64<GB>(acc);
+      BGTQ_DETAIL_UNROLL(2)
       for (int j = 0; j < n; ++j) {
         pf.next();
         const bit_plane_layout::codes64 bytes = bit_plane_layout::load64<B, Page64>(region, s.P, t64, j);
@@ -825,6 +826,7 @@ struct gtq_pages {
         BGTQ_DETAIL_UNROLL(4)
         for (int c = 0; c < 4; ++c)
           for (int hh = 0; hh < GB; ++hh) wv[c][hh] = simd::load(w + hh * 64 + 16 * c);
+        BGTQ_DETAIL_UNROLL(2)
         for (int j = 0; j < n; ++j) {
           const auto bytes = bit_plane_layout::load64<B, Page64>(pages[p] + region, P, t64, j);
           const simd::vf16 c0 = simd::lookup<B>(cent, bit_plane_layout::strided16<B, 0>(bytes));
