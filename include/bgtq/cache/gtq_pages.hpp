@@ -94,7 +94,8 @@ struct gtq_pages {
     return s.codec.groups().empty() ? 2u : (s.codec.groups().front().quantizer.fp32_radius() ? 4u : 2u);
   }
   //! Group gi's radii in a page: P entries of radius_size(s) bytes.
-  static const std::uint8_t* group_radii(const head_state& s, const std::uint8_t* page, std::size_t gi) {
+  template <class Byte>  // std::uint8_t or const std::uint8_t
+  static Byte* group_radii(const head_state& s, Byte* page, std::size_t gi) {
     return page + s.radii + gi * static_cast<std::size_t>(s.P) * radius_size(s);
   }
 
@@ -121,8 +122,7 @@ struct gtq_pages {
           st->zero_vectors += local.zero_vectors;
         }
         Layout::store(page + s.region[gi], n, g.quantizer.bits(), s.P, t, codes);
-        detail::store_radius(page + s.radii + (gi * static_cast<std::size_t>(s.P) + static_cast<std::size_t>(t)) * rb, r,
-                             rb == 4);
+        detail::store_radius(group_radii(s, page, gi) + static_cast<std::size_t>(t) * rb, r, rb == 4);
       }
     }
   }
@@ -139,8 +139,7 @@ struct gtq_pages {
       const int n = g.quantizer.dim();
       for (int j = 0; j < n; ++j)
         codes[j] = static_cast<std::uint8_t>(Layout::load(page + s.region[gi], n, g.quantizer.bits(), s.P, t, j));
-      const float r = detail::load_radius(
-          page + s.radii + (gi * static_cast<std::size_t>(s.P) + static_cast<std::size_t>(t)) * rb, rb == 4);
+      const float r = detail::load_radius(group_radii(s, page, gi) + static_cast<std::size_t>(t) * rb, rb == 4);
       g.quantizer.dequantize(codes, r, sub);
       for (int j = 0; j < n; ++j) x[g.dims[static_cast<std::size_t>(j)]] = sub[j];
     }
@@ -420,7 +419,7 @@ struct gtq_pages {
           for (int p = 0; p < npages; ++p) {
             const int chunks = p + 1 < npages ? s.P / 16 : (nvalid_last + 15) / 16;
             fill_weights_radii(tmp, w + (static_cast<std::size_t>(p) * G + static_cast<std::size_t>(h)) * P, P,
-                               pages[p] + s.radii + gi * P * rb, rb, chunks, s.P / 16, gb, true, p * s.P);
+                               group_radii(s, pages[p], gi), rb, chunks, s.P / 16, gb, true, p * s.P);
           }
           float* acc_h = acc + (static_cast<std::size_t>(h) * s.dim() + static_cast<std::size_t>(s.coord_off[gi])) * 16u;
           dispatch_bits(g.quantizer.bits(), [&](auto bits_c) {
@@ -758,7 +757,9 @@ struct gtq_pages {
            static_cast<std::size_t>(t % 64);
   }
 
-#if defined(BGTQ_SIMD_CODES64)
+#if defined(BGTQ_SIMD_AVX2_ONLY)
+  // The AVX2 value loop's steps (span_blocks64; AVX-512 keeps a block's weights in
+  // registers instead).
   // a[hh] += c(codes of chunk C) * w[hh * 64 + 16 C ..] for hh < GB (w: one block of wr_offset).
   template <int B, int GB, int C>
   BGTQ_FORCEINLINE static void fma_chunk(const float* cent, const bit_plane_layout::codes64& bytes, const float* w,
@@ -776,6 +777,9 @@ struct gtq_pages {
     fma_chunk<B, GB, 2>(cent, bytes, w, a);
     fma_chunk<B, GB, 3>(cent, bytes, w, a);
   }
+#endif
+
+#if defined(BGTQ_SIMD_CODES64)
 
   // Values, 64 tokens per decode; wr = weights times radii for whole 64-token blocks.
   template <int B, int GB>

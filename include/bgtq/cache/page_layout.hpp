@@ -106,21 +106,6 @@ struct bit_plane_layout {
 
   //! 64 codes as bytes, byte i = token t0+i.
   using codes64 = __m512i;
-
-  //! Dword indices of chunk C (tokens 16C..16C+15) of a 64-byte code block. For B <= 5
-  //! the table permutes read only the low 4/5 bits of each dword, so one vpermb that
-  //! moves byte 16C+i to byte 4i suffices (the upper bytes are don't-care); wider codes
-  //! feed a gather and are zero-extended.
-  template <int B, int C>
-  BGTQ_FORCEINLINE static simd::vi16 chunk16(codes64 bytes) {
-    if constexpr (B <= 5) {
-      const __m512i spread = _mm512_add_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                              _mm512_set1_epi32(16 * C));
-      return {_mm512_permutexvar_epi8(spread, bytes)};
-    } else {
-      return {_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(bytes, C))};
-    }
-  }
 #elif defined(BGTQ_SIMD_AVX512)
   //! AVX-512 without GFNI / VBMI (Skylake-SP, Cascade Lake). Codes of tokens [t0, t0+64)
   //! at coordinate j as 64 bytes, byte i = token t0+i (t0 % 64 == 0): each plane qword is
@@ -142,23 +127,14 @@ struct bit_plane_layout {
 
   //! 64 codes as bytes, byte i = token t0+i.
   using codes64 = __m512i;
-
-  //! Dword indices of chunk C (tokens 16C..16C+15) of a 64-byte code block, zero-extended
-  //! (no vpermb without VBMI).
-  template <int B, int C>
-  BGTQ_FORCEINLINE static simd::vi16 chunk16(codes64 bytes) {
-    if constexpr (C == 0)
-      return {_mm512_cvtepu8_epi32(_mm512_castsi512_si128(bytes))};
-    else
-      return {_mm512_cvtepu8_epi32(_mm512_extracti32x4_epi32(bytes, C))};
-  }
 #endif
 #if defined(BGTQ_SIMD_AVX512)
   //! Dword indices of tokens 4d + C (lane d = 0..15) of a 64-byte code block: each dword
   //! holds the codes of tokens 4d .. 4d+3, so a right shift by 8C bits brings token 4d+C
   //! to the low byte; the table lookups read only the low 4 / 5 bits of each lane (B <= 5),
-  //! wider codes are masked for the gather. No shuffle, against chunk16's vpermb: the
-  //! AVX-512 packed kernels use it, the value pass with its weights stored in this order
+  //! wider codes are masked for the gather. No shuffle per chunk (the AVX2 path's chunk16
+  //! needs extracts and zero-extensions): the AVX-512 packed kernels read their codes only
+  //! this way, the value pass with its weights stored in this order
   //! (simd::transpose_stride4), the key pass with its scores put back in token order once
   //! per block (simd::untranspose_stride4).
   template <int B, int C>

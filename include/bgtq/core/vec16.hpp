@@ -85,35 +85,36 @@ BGTQ_FORCEINLINE vf16 lookup(const float* table, vi16 idx) {
 }
 //! Integer lanes to float.
 BGTQ_FORCEINLINE vf16 to_float(vi16 a) { return {_mm512_cvtepi32_ps(a.v)}; }
-//! 64 values in order (v[k] lane i = value 16k + i) rearranged so that v[c] lane d =
-//! value 4d + c: the token order of bit_plane_layout::strided16. A 4x4 transpose inside
-//! each 128-bit lane (vpermps), then one of the 128-bit lanes across the four vectors.
-BGTQ_FORCEINLINE void transpose_stride4(vf16 (&v)[4]) {
+namespace detail {
+//! Each vector's 16 lanes as a 4 x 4 matrix, transposed (lane 4c + m <- lane 4m + c).
+BGTQ_FORCEINLINE void transpose_lanes16(vf16 (&v)[4]) {
   const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  const __m512 t0 = _mm512_permutexvar_ps(idx, v[0].v), t1 = _mm512_permutexvar_ps(idx, v[1].v);
-  const __m512 t2 = _mm512_permutexvar_ps(idx, v[2].v), t3 = _mm512_permutexvar_ps(idx, v[3].v);
-  // (zero-masked forms: see hsum)
-  const __m512 a01 = _mm512_maskz_shuffle_f32x4(0xffff, t0, t1, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m512 a23 = _mm512_maskz_shuffle_f32x4(0xffff, t2, t3, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m512 b01 = _mm512_maskz_shuffle_f32x4(0xffff, t0, t1, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m512 b23 = _mm512_maskz_shuffle_f32x4(0xffff, t2, t3, _MM_SHUFFLE(3, 2, 3, 2));
+  for (auto& x : v) x.v = _mm512_permutexvar_ps(idx, x.v);
+}
+//! The 4 x 4 transpose of the 128-bit lanes across the four vectors (lane k of v[c] <->
+//! lane c of v[k]). Zero-masked forms: see hsum.
+BGTQ_FORCEINLINE void transpose_quads(vf16 (&v)[4]) {
+  const __m512 a01 = _mm512_maskz_shuffle_f32x4(0xffff, v[0].v, v[1].v, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m512 a23 = _mm512_maskz_shuffle_f32x4(0xffff, v[2].v, v[3].v, _MM_SHUFFLE(1, 0, 1, 0));
+  const __m512 b01 = _mm512_maskz_shuffle_f32x4(0xffff, v[0].v, v[1].v, _MM_SHUFFLE(3, 2, 3, 2));
+  const __m512 b23 = _mm512_maskz_shuffle_f32x4(0xffff, v[2].v, v[3].v, _MM_SHUFFLE(3, 2, 3, 2));
   v[0].v = _mm512_maskz_shuffle_f32x4(0xffff, a01, a23, _MM_SHUFFLE(2, 0, 2, 0));
   v[1].v = _mm512_maskz_shuffle_f32x4(0xffff, a01, a23, _MM_SHUFFLE(3, 1, 3, 1));
   v[2].v = _mm512_maskz_shuffle_f32x4(0xffff, b01, b23, _MM_SHUFFLE(2, 0, 2, 0));
   v[3].v = _mm512_maskz_shuffle_f32x4(0xffff, b01, b23, _MM_SHUFFLE(3, 1, 3, 1));
 }
-//! The inverse of transpose_stride4: v[c] lane d = value 4d + c back to v[k] lane i =
-//! value 16k + i (both steps are their own inverses; here in the other order).
+}  // namespace detail
+//! 64 values in order (v[k] lane i = value 16k + i) rearranged so that v[c] lane d =
+//! value 4d + c: the token order of bit_plane_layout::strided16. A 4x4 transpose inside
+//! each 128-bit lane, then one of the 128-bit lanes across the four vectors (12 shuffles).
+BGTQ_FORCEINLINE void transpose_stride4(vf16 (&v)[4]) {
+  detail::transpose_lanes16(v);
+  detail::transpose_quads(v);
+}
+//! The inverse of transpose_stride4 (both steps are their own inverses: the other order).
 BGTQ_FORCEINLINE void untranspose_stride4(vf16 (&v)[4]) {
-  const __m512 a01 = _mm512_maskz_shuffle_f32x4(0xffff, v[0].v, v[1].v, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m512 a23 = _mm512_maskz_shuffle_f32x4(0xffff, v[2].v, v[3].v, _MM_SHUFFLE(1, 0, 1, 0));
-  const __m512 b01 = _mm512_maskz_shuffle_f32x4(0xffff, v[0].v, v[1].v, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m512 b23 = _mm512_maskz_shuffle_f32x4(0xffff, v[2].v, v[3].v, _MM_SHUFFLE(3, 2, 3, 2));
-  const __m512i idx = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15);
-  v[0].v = _mm512_permutexvar_ps(idx, _mm512_maskz_shuffle_f32x4(0xffff, a01, a23, _MM_SHUFFLE(2, 0, 2, 0)));
-  v[1].v = _mm512_permutexvar_ps(idx, _mm512_maskz_shuffle_f32x4(0xffff, a01, a23, _MM_SHUFFLE(3, 1, 3, 1)));
-  v[2].v = _mm512_permutexvar_ps(idx, _mm512_maskz_shuffle_f32x4(0xffff, b01, b23, _MM_SHUFFLE(2, 0, 2, 0)));
-  v[3].v = _mm512_permutexvar_ps(idx, _mm512_maskz_shuffle_f32x4(0xffff, b01, b23, _MM_SHUFFLE(3, 1, 3, 1)));
+  detail::transpose_quads(v);
+  detail::transpose_lanes16(v);
 }
 
 #elif defined(BGTQ_SIMD_AVX2)
