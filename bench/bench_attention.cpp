@@ -124,7 +124,7 @@ void pass(benchmark::State& state, bool keys) {
   const auto& vs = cache.value(0, 0);
   std::vector<const std::uint8_t*> kpages, vpages;
   for (int i = 0; i < np; ++i) {
-    kpages.push_back(cache.page_base(0, 0) + static_cast<std::size_t>(view.pages[i]) * cache.head_page_bytes(0, 0));
+    kpages.push_back(cache.page_ptr(view.pages[i], 0, 0));
     vpages.push_back(kpages.back() + cache.value_offset(0, 0));
   }
   // decode's own scratch buffers (their relative placement matters: attention_workspace)

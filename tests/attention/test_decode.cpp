@@ -163,7 +163,7 @@ TEST_CASE("key scores of 1- and 2-bit groups equal the decoded keys' dot product
     std::vector<float> qbuf(bgtq::gtq_pages::query_floats(ks, sp.G), NAN);
     bgtq::gtq_pages::prepare_query(ks, q.data(), sp.G, qbuf.data());
     const auto view = cache.view(s, 0);
-    const std::uint8_t* page = cache.page_base(0, 0) + static_cast<std::size_t>(view.pages[0]) * cache.head_page_bytes(0, 0);
+    const std::uint8_t* page = cache.page_ptr(view.pages[0], 0, 0);
     std::vector<float> scores(static_cast<std::size_t>(sp.G) * sp.P, NAN), kd(static_cast<std::size_t>(sp.D));
     bgtq::gtq_pages::score_page<bgtq::bit_plane_layout>(ks, qbuf.data(), sp.G, page, sp.T, scores.data());
     double worst = 0;
