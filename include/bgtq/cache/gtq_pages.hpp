@@ -534,23 +534,39 @@ struct gtq_pages {
   }
   // scores[hh * P + t] = (or += when not the first group) acc times the token's radius, for
   // the 64 tokens from t64; acc[c][hh] lane d holds token 4d + c (strided16's order: the
-  // kernels' codes come without a shuffle per chunk), put back in token order per head
-  // (simd::untranspose_stride4, 12 shuffles per head and block).
+  // kernels' codes come without a shuffle per chunk). A key with several groups (Block-GTQ)
+  // keeps its partial sums in that strided order in the scores between groups: each group
+  // puts its 4 radius vectors into strided order (simd::transpose_stride4, 12 shuffles per
+  // block, shared by the heads) and only the last one puts each head's sums back in token
+  // order (simd::untranspose_stride4, 12 shuffles per head), instead of every group
+  // transposing every head's scores. With one group (uniform TQ): untranspose, then the
+  // radii in token order.
   template <int GB>
   BGTQ_FORCEINLINE static void store_block64(const simd::vf16 (&acc)[4][GB], const std::uint8_t* radii, std::size_t rb,
-                                             bool first, int t64, float* scores, std::size_t P) {
+                                             bool first, bool last, int t64, float* scores, std::size_t P) {
     simd::vf16 r[4];
     BGTQ_DETAIL_UNROLL(4)
     for (int c = 0; c < 4; ++c) r[c] = load_radii16(radii + static_cast<std::size_t>(t64 + 16 * c) * rb, rb == 4);
+    if (first && last) {
+      BGTQ_DETAIL_UNROLL(4)
+      for (int hh = 0; hh < GB; ++hh) {
+        simd::vf16 v[4] = {acc[0][hh], acc[1][hh], acc[2][hh], acc[3][hh]};
+        simd::untranspose_stride4(v);
+        BGTQ_DETAIL_UNROLL(4)
+        for (int c = 0; c < 4; ++c) simd::store(scores + hh * P + static_cast<std::size_t>(t64 + 16 * c), simd::mul(v[c], r[c]));
+      }
+      return;
+    }
+    simd::transpose_stride4(r);
     BGTQ_DETAIL_UNROLL(4)
     for (int hh = 0; hh < GB; ++hh) {
-      simd::vf16 v[4] = {acc[0][hh], acc[1][hh], acc[2][hh], acc[3][hh]};
-      simd::untranspose_stride4(v);
+      float* dst = scores + hh * P + static_cast<std::size_t>(t64);
+      simd::vf16 v[4];
       BGTQ_DETAIL_UNROLL(4)
-      for (int c = 0; c < 4; ++c) {
-        float* dst = scores + hh * P + static_cast<std::size_t>(t64 + 16 * c);
-        simd::store(dst, first ? simd::mul(v[c], r[c]) : simd::fma(v[c], r[c], simd::load(dst)));
-      }
+      for (int c = 0; c < 4; ++c) v[c] = first ? simd::mul(acc[c][hh], r[c]) : simd::fma(acc[c][hh], r[c], simd::load(dst + 16 * c));
+      if (last) simd::untranspose_stride4(v);
+      BGTQ_DETAIL_UNROLL(4)
+      for (int c = 0; c < 4; ++c) simd::store(dst + 16 * c, v[c]);
     }
   }
 
@@ -563,17 +579,17 @@ struct gtq_pages {
     const std::uint8_t* region = page + s.region[gi];
     const std::size_t rb = radius_size(s);
     const std::uint8_t* radii = group_radii(s, page, gi);
-    const bool first = gi == 0;
+    const bool first = gi == 0, last = gi + 1 == s.codec.groups().size();
     if (s.P == 64)  // the default page: plane loads without the run-time stride (~2% of a step)
-      score_blocks64<B, GB, true>(s, g, q, region, radii, rb, first, chunks, scores, pf);
+      score_blocks64<B, GB, true>(s, g, q, region, radii, rb, first, last, chunks, scores, pf);
     else
-      score_blocks64<B, GB, false>(s, g, q, region, radii, rb, first, chunks, scores, pf);
+      score_blocks64<B, GB, false>(s, g, q, region, radii, rb, first, last, chunks, scores, pf);
   }
   // score_group64's 64-token blocks, the plane loads specialised for P == 64 or not.
   template <int B, int GB, bool Page64>
   BGTQ_FORCEINLINE static void score_blocks64(const head_state& s, const gtq_group& g, const float* q, const std::uint8_t* region,
-                                              const std::uint8_t* radii, std::size_t rb, bool first, int chunks, float* scores,
-                                              prefetch_stream& pf) {
+                                              const std::uint8_t* radii, std::size_t rb, bool first, bool last, int chunks,
+                                              float* scores, prefetch_stream& pf) {
     const int n = g.quantizer.dim();
     const float* cent = g.quantizer.centroids();
     const std::size_t P = static_cast<std::size_t>(s.P);
@@ -599,7 +615,7 @@ struct gtq_pages {
           acc[3][hh] = simd::fma(c3, qv[hh], acc[3][hh]);
         }
       }
-      store_block64<GB>(acc, radii, rb, first, t64, scores, P);
+      store_block64<GB>(acc, radii, rb, first, last, t64, scores, P);
     }
   }
 
@@ -628,7 +644,7 @@ struct gtq_pages {
     const int n = s.codec.groups()[gi].quantizer.dim();
     const int full = B == 2 ? n / 2 : n / 4;   // units of 4 index bits
     const bool tail = B == 1 && n % 4 != 0;    // a last 1-bit pair: 2 index bits
-    const bool first = gi == 0;
+    const bool first = gi == 0, last = gi + 1 == s.codec.groups().size();
     const std::size_t P = static_cast<std::size_t>(s.P);
     for (int t64 = 0; t64 < chunks * 16; t64 += 64) {
       simd::vf16 acc[4][GB];
@@ -640,7 +656,7 @@ struct gtq_pages {
       if (tail)  // coordinates n-2 and n-1: planes n-2 and n-1, i.e. 2-bit coordinate (n-2)/2's
         lut_unit<GB>(bit_plane_layout::load64<2, Page64>(region, s.P, t64, (n - 2) / 2), lut + static_cast<std::size_t>(full) * 16u,
                      hstride, acc);
-      store_block64<GB>(acc, radii, rb, first, t64, scores, P);
+      store_block64<GB>(acc, radii, rb, first, last, t64, scores, P);
     }
   }
 
