@@ -11,6 +11,7 @@
 #include "../core/half.hpp"
 #include "../core/prefetch.hpp"
 #include "../core/vec16.hpp"
+#include "head_blocks.hpp"
 
 namespace bgtq {
 
@@ -77,23 +78,9 @@ struct fp16_pages {
                          float* scores, prefetch_stream& pf = prefetch_stream::idle()) {
     const int chunks = (nvalid + 15) / 16;
     const std::size_t P = static_cast<std::size_t>(s.P);
-    for (int h = 0; h < G;) {
-      const int left = G - h;
-#if defined(BGTQ_SIMD_AVX512)
-      const int gb = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
-#else
-      const int gb = left >= 4 ? 4 : left >= 2 ? 2 : 1;
-#endif
-      switch (gb) {
-#if defined(BGTQ_SIMD_AVX512)
-        case 8: score_heads<8>(s, qbuf + static_cast<std::size_t>(h) * s.D, page, chunks, scores + h * P, pf); break;
-#endif
-        case 4: score_heads<4>(s, qbuf + static_cast<std::size_t>(h) * s.D, page, chunks, scores + h * P, pf); break;
-        case 2: score_heads<2>(s, qbuf + static_cast<std::size_t>(h) * s.D, page, chunks, scores + h * P, pf); break;
-        default: score_heads<1>(s, qbuf + static_cast<std::size_t>(h) * s.D, page, chunks, scores + h * P, pf); break;
-      }
-      h += gb;
-    }
+    detail::for_head_blocks<detail::max_score_heads>(G, [&](int h, auto gb_c) {
+      score_heads<decltype(gb_c)::value>(s, qbuf + static_cast<std::size_t>(h) * s.D, page, chunks, scores + h * P, pf);
+    });
   }
 
   static std::size_t acc_floats(const head_state& s, int G) { return static_cast<std::size_t>(G) * s.D * 16u; }
@@ -103,16 +90,10 @@ struct fp16_pages {
                               float* tmp) {
     (void)tmp;
     const int chunks = (nvalid + 15) / 16;
-    for (int h = 0; h < G;) {
-      const int left = G - h;
-      const int gb = left >= 4 ? 4 : left >= 2 ? 2 : 1;
-      switch (gb) {
-        case 4: accumulate_heads<4>(s, page, chunks, w + static_cast<std::size_t>(h) * s.P, acc + static_cast<std::size_t>(h) * s.D * 16u); break;
-        case 2: accumulate_heads<2>(s, page, chunks, w + static_cast<std::size_t>(h) * s.P, acc + static_cast<std::size_t>(h) * s.D * 16u); break;
-        default: accumulate_heads<1>(s, page, chunks, w + static_cast<std::size_t>(h) * s.P, acc + static_cast<std::size_t>(h) * s.D * 16u); break;
-      }
-      h += gb;
-    }
+    detail::for_head_blocks<4>(G, [&](int h, auto gb_c) {
+      accumulate_heads<decltype(gb_c)::value>(s, page, chunks, w + static_cast<std::size_t>(h) * s.P,
+                                              acc + static_cast<std::size_t>(h) * s.D * 16u);
+    });
   }
 
   static void finish(const head_state& s, const float* acc, int G, float* out) {

@@ -23,6 +23,7 @@
 #include "../codec/block_gtq.hpp"
 #include "../core/prefetch.hpp"
 #include "../core/vec16.hpp"
+#include "head_blocks.hpp"
 #include "page_layout.hpp"
 
 namespace bgtq {
@@ -236,25 +237,14 @@ struct gtq_pages {
       if (const int units = lut_units(g.quantizer.dim(), g.quantizer.bits()); units > 0) {
         if constexpr (std::is_same_v<Layout, bit_plane_layout>) {
           const std::size_t hstride = static_cast<std::size_t>(units) * 16u;
-          for (int h = 0; h < G;) {
-            const int left = G - h;
-            const int gb4 = left >= 4 ? 4 : left >= 2 ? 2 : 1;
+          detail::for_head_blocks<4>(G, [&](int h, auto gb_c) {
+            constexpr int GB = decltype(gb_c)::value;
             const float* lh = qbuf + lut_off + static_cast<std::size_t>(h) * hstride;
-            float* sh = scores + h * P;
-            const auto run = [&](auto bits_c) {
-              constexpr int B = decltype(bits_c)::value;
-              switch (gb4) {
-                case 4: score_lut64<B, 4>(s, gi, lh, hstride, page, chunks, sh, pf); break;
-                case 2: score_lut64<B, 2>(s, gi, lh, hstride, page, chunks, sh, pf); break;
-                default: score_lut64<B, 1>(s, gi, lh, hstride, page, chunks, sh, pf); break;
-              }
-            };
             if (g.quantizer.bits() == 2)
-              run(bits_tag<2>{});
+              score_lut64<2, GB>(s, gi, lh, hstride, page, chunks, scores + h * P, pf);
             else
-              run(bits_tag<1>{});
-            h += gb4;
-          }
+              score_lut64<1, GB>(s, gi, lh, hstride, page, chunks, scores + h * P, pf);
+          });
           lut_off += static_cast<std::size_t>(G) * hstride;
           continue;
         }
@@ -269,42 +259,23 @@ struct gtq_pages {
         continue;
       }
 #endif
-      for (int h = 0; h < G;) {
-        const int left = G - h;
 #if defined(BGTQ_SIMD_AVX512)
-        const int gb = left >= 8 ? 8 : left >= 4 ? 4 : left >= 2 ? 2 : 1;
-#else
-        const int gb = left >= 4 ? 4 : left >= 2 ? 2 : 1;
-#endif
-#if defined(BGTQ_SIMD_AVX512)
-        if constexpr (std::is_same_v<Layout, bit_plane_layout>) {
-          const int gb4 = left >= 4 ? 4 : left >= 2 ? 2 : 1;
+      if constexpr (std::is_same_v<Layout, bit_plane_layout>) {
+        detail::for_head_blocks<4>(G, [&](int h, auto gb_c) {
           dispatch_bits(g.quantizer.bits(), [&](auto bits_c) {
-            constexpr int B = decltype(bits_c)::value;
-            const float* qh = qg + static_cast<std::size_t>(h) * g.quantizer.dim();
-            switch (gb4) {
-              case 4: score_group64<B, 4>(s, gi, qh, page, chunks, scores + h * P, pf); break;
-              case 2: score_group64<B, 2>(s, gi, qh, page, chunks, scores + h * P, pf); break;
-              default: score_group64<B, 1>(s, gi, qh, page, chunks, scores + h * P, pf); break;
-            }
+            score_group64<decltype(bits_c)::value, decltype(gb_c)::value>(
+                s, gi, qg + static_cast<std::size_t>(h) * g.quantizer.dim(), page, chunks, scores + h * P, pf);
           });
-          h += gb4;
-          continue;
-        }
-#endif
-        dispatch_bits(g.quantizer.bits(), [&](auto bits_c) {
-          constexpr int B = decltype(bits_c)::value;
-          switch (gb) {
-#if defined(BGTQ_SIMD_AVX512)
-            case 8: score_group<Layout, B, 8>(s, gi, qg + static_cast<std::size_t>(h) * g.quantizer.dim(), page, chunks, scores + h * P, pf); break;
-#endif
-            case 4: score_group<Layout, B, 4>(s, gi, qg + static_cast<std::size_t>(h) * g.quantizer.dim(), page, chunks, scores + h * P, pf); break;
-            case 2: score_group<Layout, B, 2>(s, gi, qg + static_cast<std::size_t>(h) * g.quantizer.dim(), page, chunks, scores + h * P, pf); break;
-            default: score_group<Layout, B, 1>(s, gi, qg + static_cast<std::size_t>(h) * g.quantizer.dim(), page, chunks, scores + h * P, pf); break;
-          }
         });
-        h += gb;
+        continue;
       }
+#endif
+      detail::for_head_blocks<detail::max_score_heads>(G, [&](int h, auto gb_c) {
+        dispatch_bits(g.quantizer.bits(), [&](auto bits_c) {
+          score_group<Layout, decltype(bits_c)::value, decltype(gb_c)::value>(
+              s, gi, qg + static_cast<std::size_t>(h) * g.quantizer.dim(), page, chunks, scores + h * P, pf);
+        });
+      });
     }
   }
 
@@ -323,9 +294,8 @@ struct gtq_pages {
     for (std::size_t gi = 0; gi < s.codec.groups().size(); ++gi) {
       const gtq_group& g = s.codec.groups()[gi];
       const std::uint8_t* radii = group_radii(s, page, gi);
-      for (int h = 0; h < G;) {
-        const int left = G - h;
-        const int gb = left >= 4 ? 4 : left >= 2 ? 2 : 1;
+      detail::for_head_blocks<4>(G, [&](int h, auto gb_c) {
+        constexpr int GB = decltype(gb_c)::value;
         // tmp = w[h+hh][t] * r_t for whole 64-token blocks, zero past the valid chunks; the
         // 64-token kernels read it blocked, [block][hh][64] (see wr_offset), the others [hh][P]
 #if defined(BGTQ_SIMD_CODES64)
@@ -334,32 +304,18 @@ struct gtq_pages {
         constexpr bool blocked = false;
 #endif
         const int tchunks = (chunks + 3) / 4 * 4;
-        fill_weights_radii(tmp, w + h * P, P, radii, rb, chunks, tchunks, gb, blocked, 0);
+        fill_weights_radii(tmp, w + h * P, P, radii, rb, chunks, tchunks, GB, blocked, 0);
         float* acc_h = acc + (static_cast<std::size_t>(h) * s.dim() + static_cast<std::size_t>(s.coord_off[gi])) * 16u;
-#if defined(BGTQ_SIMD_CODES64)
-        if constexpr (std::is_same_v<Layout, bit_plane_layout>) {
-          dispatch_bits(g.quantizer.bits(), [&](auto bits_c) {
-            constexpr int B = decltype(bits_c)::value;
-            switch (gb) {
-              case 4: accumulate_group64<B, 4>(s, gi, page, tchunks / 4, tmp, acc_h); break;
-              case 2: accumulate_group64<B, 2>(s, gi, page, tchunks / 4, tmp, acc_h); break;
-              default: accumulate_group64<B, 1>(s, gi, page, tchunks / 4, tmp, acc_h); break;
-            }
-          });
-          h += gb;
-          continue;
-        }
-#endif
         dispatch_bits(g.quantizer.bits(), [&](auto bits_c) {
           constexpr int B = decltype(bits_c)::value;
-          switch (gb) {
-            case 4: accumulate_group<Layout, B, 4>(s, gi, page, chunks, tmp, acc_h); break;
-            case 2: accumulate_group<Layout, B, 2>(s, gi, page, chunks, tmp, acc_h); break;
-            default: accumulate_group<Layout, B, 1>(s, gi, page, chunks, tmp, acc_h); break;
-          }
+#if defined(BGTQ_SIMD_CODES64)
+          if constexpr (blocked)
+            accumulate_group64<B, GB>(s, gi, page, tchunks / 4, tmp, acc_h);
+          else
+#endif
+            accumulate_group<Layout, B, GB>(s, gi, page, chunks, tmp, acc_h);
         });
-        h += gb;
-      }
+      });
     }
   }
 
@@ -411,27 +367,20 @@ struct gtq_pages {
       const std::size_t rb = radius_size(s);
       for (std::size_t gi = 0; gi < s.codec.groups().size(); ++gi) {
         const gtq_group& g = s.codec.groups()[gi];
-        for (int h = 0; h < G;) {
-          const int left = G - h;
-          const int gb = left >= 4 ? 4 : left >= 2 ? 2 : 1;
-          // tmp = w[p][h+hh][t] * r_{p,t} at wr_offset(p*P + t, hh, gb), zero past the last
+        detail::for_head_blocks<4>(G, [&](int h, auto gb_c) {
+          constexpr int GB = decltype(gb_c)::value;
+          // tmp = w[p][h+hh][t] * r_{p,t} at wr_offset(p*P + t, hh, GB), zero past the last
           // page's valid chunks
           for (int p = 0; p < npages; ++p) {
             const int chunks = p + 1 < npages ? s.P / 16 : (nvalid_last + 15) / 16;
             fill_weights_radii(tmp, w + (static_cast<std::size_t>(p) * G + static_cast<std::size_t>(h)) * P, P,
-                               group_radii(s, pages[p], gi), rb, chunks, s.P / 16, gb, true, p * s.P);
+                               group_radii(s, pages[p], gi), rb, chunks, s.P / 16, GB, true, p * s.P);
           }
           float* acc_h = acc + (static_cast<std::size_t>(h) * s.dim() + static_cast<std::size_t>(s.coord_off[gi])) * 16u;
           dispatch_bits(g.quantizer.bits(), [&](auto bits_c) {
-            constexpr int B = decltype(bits_c)::value;
-            switch (gb) {
-              case 4: accumulate_span64<B, 4>(s, gi, pages, npages, tmp, acc_h); break;
-              case 2: accumulate_span64<B, 2>(s, gi, pages, npages, tmp, acc_h); break;
-              default: accumulate_span64<B, 1>(s, gi, pages, npages, tmp, acc_h); break;
-            }
+            accumulate_span64<decltype(bits_c)::value, GB>(s, gi, pages, npages, tmp, acc_h);
           });
-          h += gb;
-        }
+        });
       }
       return;
     }
@@ -739,9 +688,7 @@ struct gtq_pages {
         _mm256_store_si256(reinterpret_cast<__m256i*>(codes + 32 * j), x);
       }
       const int nc = chunks - t32 / 16 >= 2 ? 2 : 1;
-      for (int h = 0; h < G;) {
-        const int left = G - h;
-        const int gb = left >= 4 ? 4 : left >= 2 ? 2 : 1;
+      detail::for_head_blocks<4>(G, [&](int h, auto gb_c) {
         const float* q = qg + static_cast<std::size_t>(h) * n;
         for (int c = 0; c < nc; ++c) {
           const auto cv = [&](int j) {
@@ -750,14 +697,9 @@ struct gtq_pages {
             else
               return simd::lookup<B>(cent, simd::load_u8(codes + 32 * j + 16 * c));
           };
-          switch (gb) {
-            case 4: score_chunk<4>(s, gi, q, page, t32 + 16 * c, scores + h * P, pf, cv); break;
-            case 2: score_chunk<2>(s, gi, q, page, t32 + 16 * c, scores + h * P, pf, cv); break;
-            default: score_chunk<1>(s, gi, q, page, t32 + 16 * c, scores + h * P, pf, cv); break;
-          }
+          score_chunk<decltype(gb_c)::value>(s, gi, q, page, t32 + 16 * c, scores + h * P, pf, cv);
         }
-        h += gb;
-      }
+      });
     }
   }
 
