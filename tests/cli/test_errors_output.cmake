@@ -1,6 +1,7 @@
 # Output contract shared by the commands (docs/errors.md, row 21): a result that cannot be
 # written is an error, never an exit 0 -- standard output on a full device (a full disk
-# under `--json > file`), two output options naming one file -- and nothing is left behind.
+# under `--json > file`), two output options naming one file, an empty output path, an
+# output naming an input -- and nothing is left behind; symlinks and devices as outputs.
 include(${CMAKE_CURRENT_LIST_DIR}/common.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/../errors/cli_helpers.cmake)
 file(REMOVE_RECURSE ${WORK})
@@ -27,6 +28,49 @@ foreach(twin "${WORK}/p.bin" "${WORK}/./p.bin" "${WORK}/sub/../p.bin")
   expect_failure(CMD calibrate RC 2 MATCH "-o and --json-out name the same file" DIR ${WORK} ABSENT ${WORK}/p.bin
     ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 3 -o ${WORK}/p.bin --json-out ${twin} --quiet)
 endforeach()
+
+# an empty output path: a usage error before any work (eval would otherwise run to the end
+# and fail on the rename); with --json-out empty, the plan is not written either
+# (execute_process directly: expect_failure's argument list would drop the empty string)
+execute_process(COMMAND ${BGTQ} eval --q ${D}/q.npy --k ${D}/k.npy --rope half --bits 2 --methods tq -o "" --quiet
+                ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "^bgtq eval: -o: the output path is empty")
+  message(FATAL_ERROR "eval -o '': exit ${rc}, expected 2 with 'the output path is empty'; stderr: ${err}")
+endif()
+execute_process(COMMAND ${BGTQ} calibrate --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 3 -o ${WORK}/p.bin --json-out ""
+                        --quiet ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "^bgtq calibrate: --json-out: the output path is empty" OR EXISTS ${WORK}/p.bin)
+  message(FATAL_ERROR "calibrate --json-out '': exit ${rc}, expected 2 and no plan written; stderr: ${err}")
+endif()
+
+# an output naming an input (also through a symlink): refused, the input left as it was
+file(COPY ${D}/k.npy DESTINATION ${WORK})
+file(SHA256 ${WORK}/k.npy k_sum)
+file(CREATE_LINK ${WORK}/k.npy ${WORK}/k_link.npy SYMBOLIC)
+foreach(o "${WORK}/k.npy" "${WORK}/k_link.npy")
+  expect_failure(CMD calibrate RC 2 MATCH "is the input --k" DIR ${WORK}
+    ARGS --q ${D}/q.npy --k ${WORK}/k.npy --rope half --avg-bits 3 -o ${o} --quiet)
+endforeach()
+file(SHA256 ${WORK}/k.npy k_sum2)
+if(NOT k_sum STREQUAL k_sum2)
+  message(FATAL_ERROR "the input k.npy changed after the refused calibrate")
+endif()
+
+# a symlink as the output: the file it names gets the plan, the link stays a link
+file(WRITE ${WORK}/target.bin "old")
+file(CREATE_LINK ${WORK}/target.bin ${WORK}/plan_link.bin SYMBOLIC)
+expect_success(CMD calibrate ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 3 -o ${WORK}/plan_link.bin --quiet)
+if(NOT IS_SYMLINK ${WORK}/plan_link.bin)
+  message(FATAL_ERROR "calibrate -o through a symlink replaced the link itself")
+endif()
+file(SIZE ${WORK}/target.bin target_size)
+if(target_size LESS 100)
+  message(FATAL_ERROR "calibrate -o through a symlink: the linked file has ${target_size} bytes, not a plan")
+endif()
+# a regular file where the output's directory should be: named as such
+file(WRITE ${WORK}/afile "x")
+expect_failure(CMD calibrate RC 1 CATEGORY io_error MATCH "'[^']*afile' is not a directory"
+  ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 3 -o ${WORK}/afile/p.bin --quiet)
 
 # an fp16 baseline of keys beyond fp16's range (k_big.npy: one element 1e5) is stored as
 # the fp16 cache stores it, clamped to 65504 (row 19): finite metrics, not null

@@ -4,15 +4,22 @@
 #include <bgtq/core/rng.hpp>
 #include <bgtq/io/npy.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common.hpp"
 #include "io/io_util.hpp"
+
+#include <sys/stat.h>
 
 using bgtq::errc;
 using bgtq::npy_dtype;
@@ -246,6 +253,49 @@ TEST_CASE("atomic_write_files: a failure after the first temporary leaves no tem
     REQUIRE_THROWS(bgtq::atomic_write_files(files));
     CHECK(dir.entries().empty());
   }
+}
+
+TEST_CASE("atomic_write_files: symlinks are followed, a FIFO is written in place, an empty path is refused", "[io][npy]") {
+  namespace fs = std::filesystem;
+  bgtq_test::temp_dir dir("atomic_targets");
+  const auto write_abc = [](std::ostream& os) { os << "abc"; };
+  const auto slurp = [](const std::string& path) {  // no Catch2 macros: also runs on the reader thread
+    std::ifstream in(path, std::ios::binary);
+    return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  };
+  // a symlink: the file it names is replaced, the link stays a link
+  {
+    std::ofstream(dir.file("real.bin")) << "old";
+    fs::create_symlink(dir.file("real.bin"), dir.file("link.bin"));
+    bgtq::atomic_write_file(dir.file("link.bin"), write_abc);
+    CHECK(fs::is_symlink(dir.file("link.bin")));
+    CHECK(slurp(dir.file("real.bin")) == "abc");
+    bgtq::check_output_path(dir.file("link.bin"), "-o");  // and it passes the early check
+  }
+  // a FIFO (as a device would be): written in place, still a FIFO afterwards, and the
+  // regular output of the same call still goes through its temporary
+  {
+    const std::string fifo = dir.file("pipe");
+    REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+    std::string got;
+    std::thread reader([&] { got = slurp(fifo); });
+    bgtq::check_output_path(fifo, "-o");
+    bgtq::atomic_write_files({{fifo, write_abc, true}, {dir.file("plain.bin"), [](std::ostream& os) { os << "xyz"; }, true}});
+    reader.join();
+    CHECK(got == "abc");
+    CHECK(fs::is_fifo(fifo));
+    CHECK(slurp(dir.file("plain.bin")) == "xyz");
+  }
+  std::vector<std::string> names = dir.entries();
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"link.bin", "pipe", "plain.bin", "real.bin"});
+  // an empty path: refused before anything is written
+  require_error([&] { bgtq::atomic_write_files({{dir.file("new.bin"), write_abc, true}, {"", write_abc, true}}); },
+                errc::invalid_argument, "an output path is empty");
+  require_error([&] { bgtq::check_output_path("", "--json-out"); }, errc::invalid_argument, "--json-out: the output path is empty");
+  CHECK(!fs::exists(dir.file("new.bin")));
+  // a file where the directory should be is named as such
+  require_error([&] { bgtq::check_output_path(dir.file("real.bin/x"), "-o"); }, errc::io_error, "real.bin' is not a directory");
 }
 
 TEST_CASE("npy preamble errors: magic, version, header length, truncation", "[io][npy]") {

@@ -1,5 +1,7 @@
 #include "cli.hpp"
 
+#include <bgtq/io/atomic_file.hpp>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -45,6 +47,20 @@ std::vector<command>& registry() {
 }
 
 registrar::registrar(command c) { registry().push_back(std::move(c)); }
+
+void check_outputs(const std::vector<named_path>& outputs, const std::vector<named_path>& inputs) {
+  for (std::size_t i = 0; i < outputs.size(); ++i) {
+    const named_path& o = outputs[i];
+    if (o.path.empty()) throw usage_error(o.option + ": the output path is empty");
+    for (std::size_t j = 0; j < i; ++j)
+      if (bgtq::detail::same_target(o.path, outputs[j].path))
+        throw usage_error(outputs[j].option + " and " + o.option + " name the same file '" + o.path + "'");
+    for (const named_path& in : inputs)
+      if (!in.path.empty() && bgtq::detail::same_target(o.path, in.path))
+        throw usage_error(o.option + " '" + o.path + "' is the input " + in.option + " (the output would replace it)");
+  }
+  for (const named_path& o : outputs) bgtq::check_output_path(o.path, o.option);
+}
 
 void progress(const std::string& line) {
   if (!g_quiet) {

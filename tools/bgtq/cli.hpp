@@ -87,6 +87,17 @@ std::vector<command>& registry();
 //! shown with --quiet too.
 void warn(const std::string& cmd, const std::string& text, const std::string& prefix = "");
 
+//! An option and its value, e.g. {"-o", "plan.bin"} or {"--k", "k.npy"}.
+struct named_path {
+  std::string option, path;
+};
+//! The output checks every command runs before its work (docs/errors.md, section 1):
+//! usage_error for an empty output path, two outputs naming one file, or an output
+//! naming one of the inputs (it would be replaced by the result); then
+//! bgtq::check_output_path on each output (io_error: a missing directory, a directory
+//! in the way, no permission).
+void check_outputs(const std::vector<named_path>& outputs, const std::vector<named_path>& inputs);
+
 //! Progress line on stderr ("[eval] layer 3/32 ...") unless --quiet was given.
 void progress(const std::string& line);
 void set_quiet(bool q);

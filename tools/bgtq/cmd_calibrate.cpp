@@ -29,10 +29,10 @@ int run(cli::args& a) {
   const long rotary = a.get_int("rotary-dim", -1, -1, 1 << 20);
   plan_options opt = cli::plan_options_from_args(a, avg);
   a.finish();
-  if (json_out && detail::same_target(out, *json_out))
-    throw cli::usage_error("-o and --json-out name the same file '" + out + "' (the JSON would replace the plan)");
-  check_output_path(out, "-o");  // before the work: a bad path fails now, not after it
-  if (json_out) check_output_path(*json_out, "--json-out");
+  // before the work: a bad path fails now, not after it
+  std::vector<cli::named_path> outs{{"-o", out}};
+  if (json_out) outs.push_back({"--json-out", *json_out});
+  cli::check_outputs(outs, {{"--q", qp}, {"--k", kp}});
 
   cli::progress("[calibrate] reading " + qp + " and " + kp);
   const auto q = cli::load_activations(qp, "Q");

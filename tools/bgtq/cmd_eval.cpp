@@ -70,7 +70,7 @@ int run(cli::args& a) {
   if (base.value_bits >= 0)  // eval compares every method at equal K and V widths
     throw cli::usage_error("--value-bits is a calibrate option; eval codes keys and values at each --bits width");
   a.finish();
-  if (out_path) check_output_path(*out_path, "-o");  // before the work, which can take long
+  if (out_path) cli::check_outputs({{"-o", *out_path}}, {{"--q", qp}, {"--k", kp}, {"--v", vp.value_or("")}});  // before the work, which can take long
 
   cli::progress("[eval] reading activations");
   const auto q = cli::load_activations(qp, "Q");

@@ -42,6 +42,7 @@ int plot_energy(cli::args& a) {
   const std::string title = a.get_or("title", "");
   const bool json = a.flag("json");
   a.finish();
+  cli::check_outputs({{"-o", out}}, {{"--plan", plan_path}});
   const plan p = load_plan(plan_path);
   write_svg(out, plot::energy_figure(p, static_cast<int>(layer), static_cast<int>(head), title), "energy", json);
   return 0;
@@ -52,6 +53,7 @@ int plot_fingerprint(cli::args& a) {
   const std::string title = a.get_or("title", "");
   const bool json = a.flag("json");
   a.finish();
+  cli::check_outputs({{"-o", out}}, {{"--plan", plan_path}});
   const plan p = load_plan(plan_path);
   write_svg(out, plot::fingerprint_figure(p, title), "fingerprint", json);
   return 0;
@@ -63,6 +65,7 @@ int plot_eval(cli::args& a) {
   const std::string title = a.get_or("title", "");
   const bool json = a.flag("json");
   a.finish();
+  cli::check_outputs({{"-o", out}}, {{"--results", results}});
   const auto& ms = plot::eval_metrics();
   if (std::find(ms.begin(), ms.end(), metric) == ms.end())
     throw cli::usage_error("--metric '" + metric + "' is not one of logit_mae, kl, top10, out_rel_l2, bytes_per_token");

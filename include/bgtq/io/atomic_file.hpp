@@ -5,6 +5,12 @@
 //! error (including an exception from the writer) the temporary is removed and the
 //! target is left as it was: no partial output file ever appears. Also the one way the
 //! readers (.npy, plan files) open an input file.
+//!
+//! Targets that are not files: a symlink is followed (the file it names is replaced, the
+//! link stays); an existing device, FIFO or socket (`/dev/null`, `/dev/stdout` on a
+//! pipe) is written in place, after every regular output was written, since a rename
+//! would replace the node itself (run as root, `-o /dev/null` would turn the system's
+//! /dev/null into a regular file).
 
 #include <cerrno>
 #include <cstdint>
@@ -28,6 +34,24 @@ inline std::filesystem::path temp_path_for(const std::filesystem::path& target) 
   std::random_device rd;
   return dir / (target.filename().string() + ".tmp." + std::to_string(rd()));
 }
+//! Where an output to `path` goes: `in_place` for an existing device, FIFO or socket
+//! (after following symlinks), written directly; otherwise `path` is the file to rename
+//! a temporary over, a symlink's target when `path` is a symlink.
+struct output_target {
+  std::filesystem::path path;
+  bool in_place = false;
+};
+inline output_target resolve_output(const std::string& p) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(p, ec);  // follows symlinks
+  if (!ec && fs::exists(st) && !fs::is_regular_file(st) && !fs::is_directory(st)) return {fs::path(p), true};
+  if (fs::is_symlink(fs::symlink_status(p, ec))) {
+    const fs::path r = fs::weakly_canonical(fs::path(p), ec);
+    if (!ec) return {r, false};
+  }
+  return {fs::path(p), false};
+}
 //! Whether two output paths name one file: equal after making them absolute and
 //! resolving the symlinks and "." / ".." of the part that exists (weakly_canonical).
 inline bool same_target(const std::string& a, const std::string& b) {
@@ -50,38 +74,51 @@ struct output_file {
 //! writer (a missing directory for the second file, a full disk) leaves every target as
 //! it was. (A rename failing after an earlier one succeeded, e.g. across a permission
 //! change between the two, is the one case that can leave the first file replaced.)
-//! @throws bgtq::error(invalid_argument) if two outputs name the same file (the second
-//!         rename would silently replace the first), io_error if a target is a
-//!         directory, both before anything is written; io_error naming the file;
-//!         rethrows whatever a writer throws.
+//! Device, FIFO and socket targets are written in place after the temporaries and
+//! before the renames (see the file comment).
+//! @throws bgtq::error(invalid_argument) for an empty path or two outputs naming the
+//!         same file (the second rename would silently replace the first), io_error if
+//!         a target is a directory, all before anything is written; io_error naming the
+//!         file; rethrows whatever a writer throws.
 inline void atomic_write_files(const std::vector<output_file>& files) {
   namespace fs = std::filesystem;
+  std::vector<detail::output_target> targets;
   for (std::size_t i = 0; i < files.size(); ++i) {
+    if (files[i].path.empty()) fail(errc::invalid_argument, "an output path is empty");
     for (std::size_t j = 0; j < i; ++j)
       if (detail::same_target(files[i].path, files[j].path))
         fail(errc::invalid_argument, "two outputs name the same file: '" + files[j].path + "' and '" + files[i].path + "'");
     std::error_code ec;
     if (fs::is_directory(files[i].path, ec)) fail(errc::io_error, "cannot replace '" + files[i].path + "': it is a directory");
+    targets.push_back(detail::resolve_output(files[i].path));
   }
-  std::vector<fs::path> tmps;
+  const auto write_to = [](const output_file& f, const fs::path& to, const std::string& what) {
+    std::ofstream os(to, f.binary ? (std::ios::binary | std::ios::trunc) : std::ios::trunc);
+    if (!os) fail(errc::io_error, "cannot create '" + what + "' (does the directory exist and is it writable?)");
+    f.write(os);
+    os.flush();
+    if (!os) fail(errc::io_error, "write to '" + what + "' failed (disk full?)");
+  };
+  std::vector<fs::path> tmps(files.size());
   try {
-    for (const output_file& f : files) {
-      tmps.push_back(detail::temp_path_for(fs::path(f.path)));
-      std::ofstream os(tmps.back(), f.binary ? (std::ios::binary | std::ios::trunc) : std::ios::trunc);
-      if (!os) fail(errc::io_error, "cannot create '" + tmps.back().string() + "' (does the directory exist and is it writable?)");
-      f.write(os);
-      os.flush();
-      if (!os) fail(errc::io_error, "write to '" + tmps.back().string() + "' failed (disk full?)");
-    }
+    for (std::size_t i = 0; i < files.size(); ++i)
+      if (!targets[i].in_place) {
+        tmps[i] = detail::temp_path_for(targets[i].path);
+        write_to(files[i], tmps[i], tmps[i].string());
+      }
+    for (std::size_t i = 0; i < files.size(); ++i)
+      if (targets[i].in_place) write_to(files[i], targets[i].path, files[i].path);
     for (std::size_t i = 0; i < files.size(); ++i) {
+      if (targets[i].in_place) continue;
       std::error_code ec;
-      fs::rename(tmps[i], files[i].path, ec);
+      fs::rename(tmps[i], targets[i].path, ec);
       if (ec) fail(errc::io_error, "cannot rename '" + tmps[i].string() + "' to '" + files[i].path + "': " + ec.message());
+      tmps[i].clear();
     }
   } catch (...) {
     for (const fs::path& t : tmps) {
       std::error_code ec;
-      fs::remove(t, ec);
+      if (!t.empty()) fs::remove(t, ec);
     }
     throw;
   }
@@ -95,17 +132,25 @@ inline void atomic_write_file(const std::string& path, const std::function<void(
   atomic_write_files({output_file{path, write, binary}});
 }
 
-//! Checks, before any long computation, that `path` can be written later: its directory
-//! exists and accepts a new file (a probe file is created and removed there), and `path`
-//! is not a directory. `what` names the option in the message ("-o").
-//! @throws bgtq::error(io_error) naming the option, the path and the cause.
+//! Checks, before any long computation, that `path` can be written later: it is not
+//! empty, its directory exists and accepts a new file (a probe file is created and
+//! removed there), and `path` is not a directory. An existing device, FIFO or socket
+//! passes (it is written in place, see the file comment). `what` names the option in
+//! the message ("-o").
+//! @throws bgtq::error(invalid_argument) for an empty path, (io_error) naming the
+//!         option, the path and the cause.
 inline void check_output_path(const std::string& path, const std::string& what) {
   namespace fs = std::filesystem;
-  const fs::path target(path);
+  if (path.empty()) fail(errc::invalid_argument, what + ": the output path is empty");
+  const detail::output_target t = detail::resolve_output(path);
+  if (t.in_place) return;
+  const fs::path& target = t.path;
   const fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
   std::error_code ec;
   if (!fs::is_directory(dir, ec))
-    fail(errc::io_error, what + " '" + path + "': the directory '" + dir.string() + "' does not exist");
+    fail(errc::io_error, what + " '" + path + "': " +
+                             (fs::exists(dir, ec) ? "'" + dir.string() + "' is not a directory"
+                                                  : "the directory '" + dir.string() + "' does not exist"));
   if (fs::is_directory(target, ec)) fail(errc::io_error, what + " '" + path + "' is a directory");
   const fs::path probe = detail::temp_path_for(target);
   {
