@@ -16,6 +16,11 @@ expect_failure(CMD allocate RC 1 CATEGORY infeasible MATCH "B = 7 is infeasible:
 # a non-finite score in the file
 file(WRITE ${WORK}/nan.txt "1 2 nan 4\n")
 expect_failure(CMD allocate RC 1 CATEGORY non_finite MATCH "nan.txt:1: score 2" ARGS --scores ${WORK}/nan.txt --avg-bits 2)
+# a NUL byte inside a token: the token is not a number (not read as the number before
+# the NUL), and the message shows the byte instead of ending there
+execute_process(COMMAND printf "1 2 3\\000garbage\\n" OUTPUT_FILE ${WORK}/nul.txt)
+expect_failure(CMD allocate RC 1 CATEGORY format_error MATCH "nul.txt:1: token '3.x00garbage' is not a number"
+  ARGS --scores ${WORK}/nul.txt --avg-bits 2)
 # avg_bits above b_max: exit 0, capped, one warning line on stderr
 expect_success(CMD allocate ARGS --scores ${WORK}/s.txt --avg-bits 7.5 --b-max 6 --json)
 if(NOT LAST_STDERR MATCHES "^bgtq allocate: warning: bit budget B = 37 exceeds L \\* b_max = 5 \\* 6 = 30; capped to 30")

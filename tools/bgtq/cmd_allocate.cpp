@@ -7,6 +7,7 @@
 // Output: the widths, J = sum_i s_i D(b_i) and the total; warnings go to stderr.
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
@@ -28,6 +29,23 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
+// A token as the error messages show it: control bytes (a NUL would end the printed line
+// there) as \xNN.
+std::string printable(const std::string& tok) {
+  std::string r;
+  for (const char c : tok) {
+    const auto u = static_cast<unsigned char>(c);
+    if (u < 0x20 || u == 0x7f) {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", u);
+      r += buf;
+    } else {
+      r += c;
+    }
+  }
+  return r;
+}
+
 // Scores from a text file: numbers separated by whitespace, '#' to end of line is a
 // comment. Errors name the file, line and token.
 std::vector<double> read_scores_text(const std::string& path) {
@@ -46,13 +64,13 @@ std::vector<double> read_scores_text(const std::string& path) {
       char* end = nullptr;
       const double v = std::strtod(begin, &end);
       const std::string where = path + ":" + std::to_string(lineno) + ": ";
-      if (end == begin || *end != '\0')
-        bgtq::fail(bgtq::errc::format_error, where + "token '" + tok + "' is not a number");
+      if (end == begin || end != begin + tok.size())  // the whole token (a NUL inside it too)
+        bgtq::fail(bgtq::errc::format_error, where + "token '" + printable(tok) + "' is not a number");
       if (!std::isfinite(v))  // overflow gives inf; underflow (ERANGE, tiny) is kept
-        bgtq::fail(bgtq::errc::non_finite, where + "score " + std::to_string(scores.size()) + " ('" + tok +
+        bgtq::fail(bgtq::errc::non_finite, where + "score " + std::to_string(scores.size()) + " ('" + printable(tok) +
                                                "') is not finite");
       if (v < 0.0)
-        bgtq::fail(bgtq::errc::invalid_argument, where + "score " + std::to_string(scores.size()) + " ('" + tok +
+        bgtq::fail(bgtq::errc::invalid_argument, where + "score " + std::to_string(scores.size()) + " ('" + printable(tok) +
                                                      "') is negative (scores must be >= 0)");
       scores.push_back(v);
     }
