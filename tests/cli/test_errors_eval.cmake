@@ -1,5 +1,6 @@
 # Bad-input contract of `bgtq eval` (docs/errors.md rows 1-3, 5, 21 through the CLI):
 # one line, exit 1 or 2, no result file (-o) written on failure.
+include(${CMAKE_CURRENT_LIST_DIR}/common.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/../errors/cli_helpers.cmake)
 file(REMOVE_RECURSE ${WORK})
 file(MAKE_DIRECTORY ${WORK})
@@ -59,3 +60,9 @@ endif()
 # a zero-length dimension is named
 expect_failure(CMD eval RC 1 CATEGORY shape_mismatch MATCH "k_t0.npy: K dimension T \\(tokens\\) of shape \\(1, 0, 1, 8\\) is 0"
   DIR ${WORK} ABSENT ${WORK}/t0.json ARGS --q ${D}/q.npy --k ${D}/k_t0.npy --rope half --quiet -o ${WORK}/t0.json)
+
+# zero queries: both methods' logit errors and KL are 0, so the summary's change against
+# uniform TQ has no base: "n/a" in the table (null in the JSON), not "+nan%"
+bgtq_run(out err rc eval --q ${D}/q_zero.npy --k ${D}/k.npy --rope half --bits 2 --methods tq,bgtq --quiet)
+bgtq_expect_rc("${rc}" 0 "eval on zero queries" "${err}")
+bgtq_expect_match("${out}" "Block-GTQ vs uniform TQ-MSE at 2 bits: logit MAE n/a, KL n/a" "eval summary on zero queries")

@@ -114,6 +114,10 @@ TEST_CASE("CLI error-test data: .npy activations with shape, NaN and truncation 
   // one layer more than a plan holds (bgtq::max_plan_layers = 4096): 32 KiB each
   check_or_write("q_l4097.npy", npy({4097, 1, 1, 2}, 10));
   check_or_write("k_l4097.npy", npy({4097, 1, 1, 2}, 11));
+  // all-zero queries: every logit 0 with exact and quantized keys alike, so both methods'
+  // errors are 0 and eval's "Block-GTQ vs uniform TQ" change has no base (n/a)
+  const std::vector<float> zeros(1 * 9 * 2 * 8, 0.0f);
+  check_or_write("q_zero.npy", bgtq::npy_bytes(zeros.data(), {1, 9, 2, 8}));
   auto big = arr({1, 9, 1, 8}, 2);
   big[2 * 8 + 5] = 1.0e5f;  // finite, beyond fp16's 65504: element [0, 2, 0, 5]
   check_or_write("k_big.npy", bgtq::npy_bytes(big.data(), {1, 9, 1, 8}));

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <iostream>
 #include <map>
@@ -228,9 +229,18 @@ int run(cli::args& a) {
       std::printf("%-12s %12.5g %12.5g %8.4f %10s %10.1f %7.2fx\n", m.key().c_str(), r.m.logit_mae, r.m.kl, r.m.top10, rel,
                   r.key_bytes + r.value_bytes, 4.0 * D / (r.key_bytes + r.value_bytes));
     }
+    // a change relative to uniform TQ's mean, "n/a" where that mean is 0 (the JSON has null)
+    const auto pct = [](double reduction) {
+      char buf[32];
+      if (std::isfinite(reduction))
+        std::snprintf(buf, sizeof buf, "%+.1f%%", -100 * reduction);
+      else
+        std::snprintf(buf, sizeof buf, "n/a");
+      return std::string(buf);
+    };
     for (const auto& c : comps)
-      std::printf("Block-GTQ vs uniform TQ-MSE at %d bits: logit MAE %+.1f%%, KL %+.1f%%, wins %d/%d layers\n", c.bits,
-                  -100 * c.logit_mae_reduction, -100 * c.kl_reduction, c.layers_won, c.layers);
+      std::printf("Block-GTQ vs uniform TQ-MSE at %d bits: logit MAE %s, KL %s, wins %d/%d layers\n", c.bits,
+                  pct(c.logit_mae_reduction).c_str(), pct(c.kl_reduction).c_str(), c.layers_won, c.layers);
   }
   return 0;
 }
