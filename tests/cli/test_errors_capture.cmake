@@ -42,3 +42,20 @@ expect_failure(CMD capture RC 2 MATCH "--tokens" DIR ${WORK} ABSENT ${WORK}/out6
   ARGS --model ${M} --tokenizer ${T} --text ${WORK}/text.txt --tokens 0 -o ${WORK}/out6 --quiet)
 expect_failure(CMD capture RC 2 MATCH "missing required option --model" DIR ${WORK} ABSENT ${WORK}/out7
   ARGS --tokenizer ${T} --text ${WORK}/text.txt -o ${WORK}/out7)
+
+# ppl on the same tiny model: a --calib-docs above what the text holds, and a calibration
+# that falls back to a scored document, are said (warnings), and the header names
+# Block-GTQ's calibration only when a Block-GTQ cache runs
+file(WRITE ${WORK}/docs3.txt "the cat sat on the mat\nhello there the dog\nthe end of the story here\n")
+expect_success(CMD ppl ARGS --model ${M} --tokenizer ${T} --text ${WORK}/docs3.txt --kv fp32 --calib-docs 5 --quiet)
+if(NOT LAST_STDERR MATCHES "^bgtq ppl: warning: --calib-docs 5: [^\n]*docs3.txt has 3 documents; the first 2 are held out")
+  message(FATAL_ERROR "ppl --calib-docs 5 on 3 documents: no warning; stderr: ${LAST_STDERR}")
+endif()
+if(LAST_STDOUT MATCHES "Block-GTQ" OR NOT LAST_STDOUT MATCHES "perplexity over 1 documents [^\n]*, the first 2 held out\n")
+  message(FATAL_ERROR "ppl --kv fp32: the header should name the held-out documents and no Block-GTQ calibration: ${LAST_STDOUT}")
+endif()
+expect_success(CMD ppl ARGS --model ${M} --tokenizer ${T} --text ${WORK}/docs3.txt --kv fp32,bgtq3 --calib-docs 0 --quiet)
+if(NOT LAST_STDERR MATCHES "Block-GTQ calibrates on the first document, which is also scored"
+   OR NOT LAST_STDOUT MATCHES "Block-GTQ calibrated on [0-9]+ tokens of the first document")
+  message(FATAL_ERROR "ppl --calib-docs 0: stderr ${LAST_STDERR} stdout ${LAST_STDOUT}")
+endif()

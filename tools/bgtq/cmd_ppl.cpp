@@ -2,6 +2,7 @@
 // KL of its next-token distributions against the exact float32 cache.
 #include <bgtq/io/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -25,6 +26,7 @@ int run(cli::args& a) {
   a.finish();
   std::vector<cli::kv_spec> specs;
   for (const auto& s : kv_list) specs.push_back(cli::parse_kv_spec(s));
+  const bool any_bgtq = std::any_of(specs.begin(), specs.end(), [](const cli::kv_spec& s) { return s.method == "bgtq"; });
 
   const lc::model m = lc::model::load(model_path);
   const lc::tokenizer tok = lc::tokenizer::load(tok_path, m.cfg().vocab_size);
@@ -39,8 +41,15 @@ int run(cli::args& a) {
     BGTQ_REQUIRE(!calib.empty(), errc::invalid_argument, *calib_text + ": no text to calibrate on (--calib-text)");
   } else {
     first_eval = std::min<std::size_t>(static_cast<std::size_t>(calib_docs), docs.size() - 1);
+    if (first_eval < static_cast<std::size_t>(calib_docs))  // at least one document is scored
+      cli::warn("ppl", "--calib-docs " + std::to_string(calib_docs) + ": " + text + " has " + std::to_string(docs.size()) +
+                           " documents; the first " + std::to_string(first_eval) + " are held out, the rest scored");
     calib = lc::encode_documents(tok, std::vector<std::string>(docs.begin(), docs.begin() + static_cast<long>(first_eval)), seq);
-    if (calib.empty()) calib = lc::encode_documents(tok, {docs.front()}, seq);
+    if (calib.empty()) {
+      calib = lc::encode_documents(tok, {docs.front()}, seq);
+      if (any_bgtq)
+        cli::warn("ppl", "no held-out document to calibrate on: Block-GTQ calibrates on the first document, which is also scored");
+    }
   }
   std::vector<std::vector<int>> eval;
   for (std::size_t d = first_eval; d < docs.size(); ++d) {
@@ -97,8 +106,12 @@ int run(cli::args& a) {
     w.end_array().end_object();
     std::cout << "\n";
   } else {
-    std::printf("perplexity over %zu documents (%ld predictions), Block-GTQ calibrated on %zu tokens%s\n", eval.size(),
-                predictions, calib.size(), calib_text ? " of the calibration text" : " of the held-out first documents");
+    std::printf("perplexity over %zu documents (%ld predictions)", eval.size(), predictions);
+    if (first_eval > 0) std::printf(", the first %zu held out", first_eval);
+    if (any_bgtq)  // the calibration is Block-GTQ's alone: the other caches take no plan
+      std::printf(", Block-GTQ calibrated on %zu tokens%s", calib.size(),
+                  calib_text ? " of the calibration text" : first_eval > 0 ? " of the held-out documents" : " of the first document");
+    std::printf("\n");
     std::printf("%-12s %10s %12s %14s\n", "kv", "ppl", "KL vs fp32", "B/token/head");
     for (const auto& r : rows) std::printf("%-12s %10.4f %12.6f %14.1f\n", r.kv.c_str(), r.ppl, r.kl, r.bytes);
   }
