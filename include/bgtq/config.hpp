@@ -92,8 +92,7 @@
 #endif
 
 // Every SIMD path: bit-plane codes come 64 tokens at a time as bytes
-// (bit_plane_layout::codes64, load64; strided16 on AVX-512, chunk16 on AVX2; without
-// GFNI, b masked byte adds).
+// (bit_plane_layout::codes64, load64, strided16; without GFNI, b masked byte adds).
 #if defined(BGTQ_SIMD_AVX512) || defined(BGTQ_SIMD_AVX2_ONLY)
 #define BGTQ_SIMD_CODES64 1
 #endif

@@ -103,12 +103,21 @@ TEST_CASE("exp_shift_sum writes exactly n weights and returns their sum", "[atte
   }
 }
 
-#if defined(BGTQ_SIMD_AVX512)
-// The AVX-512 value kernel's token order (gtq_pages::span_blocks64): code lanes from
+#if defined(BGTQ_SIMD_CODES64)
+// The 64-token value kernels' token order (gtq_pages::span_blocks64): code lanes from
 // bit_plane_layout::strided16 and weights from simd::transpose_stride4 must both put token
-// 4d + c in lane d of chunk c. Built where AVX-512 is (the default program on such a
-// machine, and test_attention_avx512 for the path without GFNI).
+// 4d + c in lane d of chunk c. Built on the AVX-512 paths (the default program on such a
+// machine, test_attention_avx512 for the path without GFNI) and the AVX2 one
+// (test_attention_avx2, or the default program on an AVX2-only CPU).
 namespace {
+void store_lanes(std::int32_t* p, bgtq::simd::vi16 idx) {
+#if defined(BGTQ_SIMD_AVX512)
+  _mm512_storeu_si512(p, idx.v);
+#else
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p), idx.lo);
+  _mm256_storeu_si256(reinterpret_cast<__m256i*>(p + 8), idx.hi);
+#endif
+}
 template <int B>
 void check_strided_codes(bgtq::counter_rng& r, int P) {
   const int n = 5;  // coordinates
@@ -127,7 +136,7 @@ void check_strided_codes(bgtq::counter_rng& r, int P) {
           constexpr int C = decltype(c_tag)::value;
           const auto idx = bgtq::bit_plane_layout::strided16<B, C>(bytes);
           alignas(64) std::int32_t lane[16];
-          _mm512_storeu_si512(lane, idx.v);
+          store_lanes(lane, idx);
           alignas(64) float looked[16];
           bgtq::simd::store(looked, bgtq::simd::lookup<B>(table, idx));
           for (int d = 0; d < 16; ++d) {

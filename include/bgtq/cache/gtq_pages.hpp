@@ -323,9 +323,9 @@ struct gtq_pages {
   //! w[hh * P + t] * r_t for the tokens of chunks [0, total) (16 tokens each), zero past
   //! the first `valid` chunks, at wr_offset(t0 + t, hh, gb) when `blocked` (the 64-token
   //! kernels' [block][hh][64] layout over a span of pages starting at token t0) or at
-  //! hh * P + t. On AVX-512 a blocked 64-token block is stored in strided16's token
-  //! order (element 16c + d = token 4d + c; simd::transpose_stride4), which the value
-  //! kernel there reads.
+  //! hh * P + t. A blocked 64-token block (AVX-512 and AVX2) is stored in strided16's
+  //! token order (element 16c + d = token 4d + c; simd::transpose_stride4), which the
+  //! value kernels read.
   static void fill_weights_radii(float* tmp, const float* w, std::size_t P, const std::uint8_t* radii, std::size_t rb, int valid,
                                  int total, int gb, bool blocked, int t0) {
     const auto wr16 = [&](int hh, int c) {
@@ -333,7 +333,7 @@ struct gtq_pages {
                                    load_radii16(radii + static_cast<std::size_t>(c) * 16u * rb, rb == 4))
                        : simd::zero();
     };
-#if defined(BGTQ_SIMD_AVX512)
+#if defined(BGTQ_SIMD_CODES64)
     if (blocked) {  // total % 4 == 0: whole 64-token blocks, in strided16's token order
       for (int hh = 0; hh < gb; ++hh)
         for (int c = 0; c < total; c += 4) {
@@ -706,8 +706,8 @@ struct gtq_pages {
 #endif
 
   // Offset of token t's weight x radius for head hh of a gb-head block in the 64-token
-  // kernels' blocked layout [t / 64][gb][64] (t % 64 == 0 on AVX-512, where the 64 are in
-  // strided16's token order, see fill_weights_radii): the 4 x GB weight vectors of a code block
+  // kernels' blocked layout [t / 64][gb][64] (t % 64 == 0: the 64 are in strided16's
+  // token order, see fill_weights_radii): the 4 x GB weight vectors of a code block
   // are at one base address plus constants (the per-head [hh][P] rows cost a general
   // register per head and made the compiler spill the loop's pointers).
   static constexpr std::size_t wr_offset(int t, int hh, int gb) {
@@ -718,14 +718,15 @@ struct gtq_pages {
 #if defined(BGTQ_SIMD_AVX2_ONLY)
   // The AVX2 value loop's steps (span_blocks64; AVX-512 keeps a block's weights in
   // registers instead).
-  // a[hh] += c(codes of chunk C) * w[hh * 64 + 16 C ..] for hh < GB (w: one block of wr_offset).
+  // a[hh] += c(codes of chunk C) * w[hh * 64 + 16 C ..] for hh < GB (w: one block of wr_offset;
+  // chunk C = tokens 4d + C, strided16's order, in which fill_weights_radii stores the weights).
   template <int B, int GB, int C>
   BGTQ_FORCEINLINE static void fma_chunk(const float* cent, const bit_plane_layout::codes64& bytes, const float* w,
                                          simd::vf16* a) {
-    const simd::vf16 cv = simd::lookup<B>(cent, bit_plane_layout::chunk16<B, C>(bytes));
+    const simd::vf16 cv = simd::lookup<B>(cent, bit_plane_layout::strided16<B, C>(bytes));
     for (int hh = 0; hh < GB; ++hh) a[hh] = simd::fma(cv, simd::load(w + hh * 64 + 16 * C), a[hh]);
   }
-  // The 4 chunks of one 64-token code block, in token order (one centroid vector live at
+  // The 4 chunks of one 64-token code block (one centroid vector live at
   // a time: with GB = 4 the accumulators take 8 of AVX2's 16 ymm registers).
   template <int B, int GB>
   BGTQ_FORCEINLINE static void fma_block64(const float* cent, const bit_plane_layout::codes64& bytes, const float* w,

@@ -132,11 +132,10 @@ struct bit_plane_layout {
   //! Dword indices of tokens 4d + C (lane d = 0..15) of a 64-byte code block: each dword
   //! holds the codes of tokens 4d .. 4d+3, so a right shift by 8C bits brings token 4d+C
   //! to the low byte; the table lookups read only the low 4 / 5 bits of each lane (B <= 5),
-  //! wider codes are masked for the gather. No shuffle per chunk (the AVX2 path's chunk16
-  //! needs extracts and zero-extensions): the AVX-512 packed kernels read their codes only
-  //! this way, the value pass with its weights stored in this order
-  //! (simd::transpose_stride4), the key pass with its scores put back in token order once
-  //! per block (simd::untranspose_stride4).
+  //! wider codes are masked for the gather. No shuffle per chunk: the AVX-512 packed
+  //! kernels read their codes only this way, the value pass with its weights stored in
+  //! this order (simd::transpose_stride4), the key pass with its scores put back in token
+  //! order once per block (simd::untranspose_stride4). AVX2 has its own strided16 below.
   template <int B, int C>
   BGTQ_FORCEINLINE static simd::vi16 strided16(codes64 bytes) {
     static_assert(C >= 0 && C < 4);
@@ -181,17 +180,26 @@ struct bit_plane_layout {
     return {load32<B>(region, P, t0, j), load32<B>(region, P, t0 + 32, j)};
   }
 
-  //! Dword indices of the 16 bytes at byte offset 16*C of 32 code bytes (C = 0, 1).
-  template <int C>
-  BGTQ_FORCEINLINE static simd::vi16 half16(__m256i bytes) {
-    const __m128i x = C == 0 ? _mm256_castsi256_si128(bytes) : _mm256_extracti128_si256(bytes, 1);
-    return {_mm256_cvtepu8_epi32(x), _mm256_cvtepu8_epi32(_mm_unpackhi_epi64(x, x))};
-  }
-
-  //! Dword indices of chunk C (tokens 16C..16C+15) of a 64-token code block.
+  //! Dword indices of tokens 4d + C (lane d = 0..15) of a 64-token code block, as the
+  //! AVX-512 strided16: each dword of the two 32-byte halves holds 4 tokens' codes, so a
+  //! right shift by 8C bits brings token 4d + C to the low byte. The table lookups of up to
+  //! 6 bits read only the low B bits of a lane (simd::lookup: vpermps and sign-bit blends),
+  //! 7- and 8-bit codes are masked for the gather. One shift per 8 lanes, where widening
+  //! 16 bytes to dwords took an extract and two vpmovzxbd (the value kernel reads its
+  //! weights in this order: simd::transpose_stride4 in fill_weights_radii).
   template <int B, int C>
-  BGTQ_FORCEINLINE static simd::vi16 chunk16(const codes64& bytes) {
-    return half16<C % 2>(C < 2 ? bytes.lo : bytes.hi);
+  BGTQ_FORCEINLINE static simd::vi16 strided16(const codes64& bytes) {
+    static_assert(C >= 0 && C < 4);
+    __m256i lo = bytes.lo, hi = bytes.hi;
+    if constexpr (C > 0) {
+      lo = _mm256_srli_epi32(lo, 8 * C);
+      hi = _mm256_srli_epi32(hi, 8 * C);
+    }
+    if constexpr (B > 6 && C < 3) {
+      lo = _mm256_and_si256(lo, _mm256_set1_epi32(0xff));
+      hi = _mm256_and_si256(hi, _mm256_set1_epi32(0xff));
+    }
+    return {lo, hi};
   }
 #endif
 };

@@ -237,6 +237,52 @@ BGTQ_FORCEINLINE __m256i fold_codes32(__m256i codes) {
   const __m256i upper = _mm256_cmpgt_epi8(codes, _mm256_set1_epi8(static_cast<char>(low)));
   return _mm256_xor_si256(codes, _mm256_and_si256(upper, _mm256_set1_epi8(static_cast<char>(0x80 | low))));
 }
+namespace detail {
+//! 32 values y[j] lane i = value 8j + i (a 8 x 4 matrix M[r][c] = value 4r + c, two rows
+//! per register) to their columns in place: y[c] lane d = value 4d + c. A 4 x 4 transpose
+//! inside each 128-bit lane (rows 0, 2, 4, 6 in the low lanes, 1, 3, 5, 7 in the high
+//! ones), then one vpermps per column to interleave the two halves (12 shuffles).
+BGTQ_FORCEINLINE void columns_of_rows32(__m256 (&y)[4]) {
+  const __m256 t0 = _mm256_unpacklo_ps(y[0], y[1]), t1 = _mm256_unpackhi_ps(y[0], y[1]);
+  const __m256 t2 = _mm256_unpacklo_ps(y[2], y[3]), t3 = _mm256_unpackhi_ps(y[2], y[3]);
+  const __m256i order = _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7);
+  y[0] = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0)), order);
+  y[1] = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2)), order);
+  y[2] = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), order);
+  y[3] = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2)), order);
+}
+//! The inverse of columns_of_rows32.
+BGTQ_FORCEINLINE void rows_of_columns32(__m256 (&y)[4]) {
+  const __m256i order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  const __m256 u0 = _mm256_permutevar8x32_ps(y[0], order), u1 = _mm256_permutevar8x32_ps(y[1], order);
+  const __m256 u2 = _mm256_permutevar8x32_ps(y[2], order), u3 = _mm256_permutevar8x32_ps(y[3], order);
+  const __m256 t0 = _mm256_unpacklo_ps(u0, u1), t1 = _mm256_unpackhi_ps(u0, u1);
+  const __m256 t2 = _mm256_unpacklo_ps(u2, u3), t3 = _mm256_unpackhi_ps(u2, u3);
+  y[0] = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
+  y[1] = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
+  y[2] = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
+  y[3] = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
+}
+}  // namespace detail
+//! 64 values in order (v[k] lane i = value 16k + i) rearranged so that v[c] lane d =
+//! value 4d + c, as the AVX-512 transpose_stride4 does (bit_plane_layout::strided16's token
+//! order): values 0-31 give the low halves, 32-63 the high ones (24 shuffles).
+BGTQ_FORCEINLINE void transpose_stride4(vf16 (&v)[4]) {
+  __m256 a[4] = {v[0].lo, v[0].hi, v[1].lo, v[1].hi}, b[4] = {v[2].lo, v[2].hi, v[3].lo, v[3].hi};
+  detail::columns_of_rows32(a);
+  detail::columns_of_rows32(b);
+  for (int c = 0; c < 4; ++c) v[c] = {a[c], b[c]};
+}
+//! The inverse of transpose_stride4.
+BGTQ_FORCEINLINE void untranspose_stride4(vf16 (&v)[4]) {
+  __m256 a[4] = {v[0].lo, v[1].lo, v[2].lo, v[3].lo}, b[4] = {v[0].hi, v[1].hi, v[2].hi, v[3].hi};
+  detail::rows_of_columns32(a);
+  detail::rows_of_columns32(b);
+  v[0] = {a[0], a[1]};
+  v[1] = {a[2], a[3]};
+  v[2] = {b[0], b[1]};
+  v[3] = {b[2], b[3]};
+}
 
 #else  // portable scalar
 
