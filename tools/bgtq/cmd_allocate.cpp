@@ -29,21 +29,10 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// A token as the error messages show it: control bytes (a NUL would end the printed line
-// there) as \xNN.
+// A token as the error messages show it: control and non-ASCII bytes as \xNN (a NUL
+// would end the printed line there).
 std::string printable(const std::string& tok) {
-  std::string r;
-  for (const char c : tok) {
-    const auto u = static_cast<unsigned char>(c);
-    if (u < 0x20 || u == 0x7f) {
-      char buf[8];
-      std::snprintf(buf, sizeof buf, "\\x%02x", u);
-      r += buf;
-    } else {
-      r += c;
-    }
-  }
-  return r;
+  return bgtq::detail::printable_bytes(reinterpret_cast<const unsigned char*>(tok.data()), tok.size());
 }
 
 // Scores from a text file: numbers separated by whitespace, '#' to end of line is a

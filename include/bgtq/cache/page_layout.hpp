@@ -88,7 +88,7 @@ struct bit_plane_layout {
   //! default page), so the planes are adjacent qwords and one masked load fetches them;
   //! otherwise they are P/8 bytes apart and P == 64 is a run-time test (a gather if not).
   template <int B, bool Page64 = false>
-  BGTQ_FORCEINLINE static __m512i load64(const std::uint8_t* region, int P, int t0, int j) {
+  BGTQ_FORCEINLINE static simd::vi16 load64(const std::uint8_t* region, int P, int t0, int j) {
     const std::size_t plane = Page64 ? 8u : static_cast<std::size_t>(P / 8);
     const std::uint8_t* base = plane_byte(region, j, B, plane, t0);
     const __mmask8 m = static_cast<__mmask8>((1u << B) - 1u);
@@ -101,18 +101,15 @@ struct bit_plane_layout {
     }
     const __m512i perm = _mm512_set_epi8(7, 15, 23, 31, 39, 47, 55, 63, 6, 14, 22, 30, 38, 46, 54, 62, 5, 13, 21, 29, 37, 45, 53, 61, 4, 12, 20, 28, 36, 44, 52, 60, 3, 11, 19, 27, 35, 43, 51, 59, 2, 10, 18, 26, 34, 42, 50, 58, 1, 9, 17, 25, 33, 41, 49, 57, 0, 8, 16, 24, 32, 40, 48, 56);
     const __m512i a = _mm512_permutexvar_epi8(perm, planes);
-    return _mm512_gf2p8affine_epi64_epi8(_mm512_set1_epi64(static_cast<long long>(0x8040201008040201ull)), a, 0);
+    return {_mm512_gf2p8affine_epi64_epi8(_mm512_set1_epi64(static_cast<long long>(0x8040201008040201ull)), a, 0)};
   }
-
-  //! 64 codes as bytes, byte i = token t0+i.
-  using codes64 = __m512i;
 #elif defined(BGTQ_SIMD_AVX512)
   //! AVX-512 without GFNI / VBMI (Skylake-SP, Cascade Lake). Codes of tokens [t0, t0+64)
   //! at coordinate j as 64 bytes, byte i = token t0+i (t0 % 64 == 0): each plane qword is
   //! loaded as a 64-lane byte mask and adds bit k to the bytes of its set lanes (one
   //! mask load and one masked vpaddb per plane). Page64 as in the GFNI load64.
   template <int B, bool Page64 = false>
-  BGTQ_FORCEINLINE static __m512i load64(const std::uint8_t* region, int P, int t0, int j) {
+  BGTQ_FORCEINLINE static simd::vi16 load64(const std::uint8_t* region, int P, int t0, int j) {
     const std::size_t plane = Page64 ? 8u : static_cast<std::size_t>(P / 8);
     const std::uint8_t* base = plane_byte(region, j, B, plane, t0);
     const auto mask = [&](int k) {
@@ -122,27 +119,7 @@ struct bit_plane_layout {
     };
     __m512i codes = _mm512_maskz_mov_epi8(mask(0), _mm512_set1_epi8(1));
     for (int k = 1; k < B; ++k) codes = _mm512_mask_add_epi8(codes, mask(k), codes, _mm512_set1_epi8(static_cast<char>(1 << k)));
-    return codes;
-  }
-
-  //! 64 codes as bytes, byte i = token t0+i.
-  using codes64 = __m512i;
-#endif
-#if defined(BGTQ_SIMD_AVX512)
-  //! Dword indices of tokens 4d + C (lane d = 0..15) of a 64-byte code block: each dword
-  //! holds the codes of tokens 4d .. 4d+3, so a right shift by 8C bits brings token 4d+C
-  //! to the low byte; the table lookups read only the low 4 / 5 bits of each lane (B <= 5),
-  //! wider codes are masked for the gather. No shuffle per chunk: the AVX-512 packed
-  //! kernels read their codes only this way, the value pass with its weights stored in
-  //! this order (simd::transpose_stride4), the key pass with its scores put back in token
-  //! order once per block (simd::untranspose_stride4). AVX2 has its own strided16 below.
-  template <int B, int C>
-  BGTQ_FORCEINLINE static simd::vi16 strided16(codes64 bytes) {
-    static_assert(C >= 0 && C < 4);
-    __m512i x = bytes;
-    if constexpr (C > 0) x = _mm512_srli_epi32(x, 8 * C);
-    if constexpr (B > 5 && C < 3) x = _mm512_and_si512(x, _mm512_set1_epi32(0xff));
-    return {x};
+    return {codes};
   }
 #endif
 #if defined(BGTQ_SIMD_AVX2_ONLY)
@@ -167,39 +144,35 @@ struct bit_plane_layout {
     return codes;
   }
 
-  //! 64 codes as bytes: tokens t0 .. t0+31 in lo, t0+32 .. t0+63 in hi.
-  struct codes64 {
-    __m256i lo, hi;
-  };
-
-  //! Codes of tokens [t0, t0+64) at coordinate j (t0 % 64 == 0). Page64: the caller
-  //! knows P == 64 (the plane stride becomes a constant), as in the GFNI load64.
+  //! Codes of tokens [t0, t0+64) at coordinate j (t0 % 64 == 0): tokens t0 .. t0+31 in
+  //! lo, t0+32 .. t0+63 in hi. Page64: the caller knows P == 64 (the plane stride becomes
+  //! a constant), as in the GFNI load64.
   template <int B, bool Page64 = false>
-  BGTQ_FORCEINLINE static codes64 load64(const std::uint8_t* region, int P, int t0, int j) {
+  BGTQ_FORCEINLINE static simd::vi16 load64(const std::uint8_t* region, int P, int t0, int j) {
     if constexpr (Page64) P = 64;
     return {load32<B>(region, P, t0, j), load32<B>(region, P, t0 + 32, j)};
   }
 
-  //! Dword indices of tokens 4d + C (lane d = 0..15) of a 64-token code block, as the
-  //! AVX-512 strided16: each dword of the two 32-byte halves holds 4 tokens' codes, so a
-  //! right shift by 8C bits brings token 4d + C to the low byte. The table lookups of up to
-  //! 6 bits read only the low B bits of a lane (simd::lookup: vpermps and sign-bit blends),
-  //! 7- and 8-bit codes are masked for the gather. One shift per 8 lanes, where widening
-  //! 16 bytes to dwords took an extract and two vpmovzxbd (the value kernel reads its
-  //! weights in this order: simd::transpose_stride4 in fill_weights_radii).
+#endif
+#if defined(BGTQ_SIMD_CODES64)
+  //! 64 codes as bytes in the registers of a simd::vi16 (load64), byte i = token t0+i.
+  using codes64 = simd::vi16;
+
+  //! Dword indices of tokens 4d + C (lane d = 0..15) of a 64-token code block: each dword
+  //! holds the codes of tokens 4d .. 4d+3, so a right shift by 8C bits brings token 4d+C
+  //! to the low byte. simd::lookup<B> reads only the low B bits of a lane up to
+  //! simd::lookup_reads_low_bits_max bits (5 on AVX-512, 6 on AVX2); wider codes are
+  //! masked for the gather. No shuffle per chunk (widening 16 bytes to dwords took a
+  //! vpermb on AVX-512, an extract and two vpmovzxbd on AVX2): the packed kernels read
+  //! their codes only this way, the value passes with their weights stored in this order
+  //! (simd::transpose_stride4 in fill_weights_radii), the AVX-512 key pass with its scores
+  //! put back in token order once per block (simd::untranspose_stride4).
   template <int B, int C>
-  BGTQ_FORCEINLINE static simd::vi16 strided16(const codes64& bytes) {
+  BGTQ_FORCEINLINE static simd::vi16 strided16(codes64 bytes) {
     static_assert(C >= 0 && C < 4);
-    __m256i lo = bytes.lo, hi = bytes.hi;
-    if constexpr (C > 0) {
-      lo = _mm256_srli_epi32(lo, 8 * C);
-      hi = _mm256_srli_epi32(hi, 8 * C);
-    }
-    if constexpr (B > 6 && C < 3) {
-      lo = _mm256_and_si256(lo, _mm256_set1_epi32(0xff));
-      hi = _mm256_and_si256(hi, _mm256_set1_epi32(0xff));
-    }
-    return {lo, hi};
+    if constexpr (C > 0) bytes = simd::shift_right<8 * C>(bytes);
+    if constexpr (B > simd::lookup_reads_low_bits_max && C < 3) bytes = simd::and_lanes(bytes, 0xff);
+    return bytes;
   }
 #endif
 };

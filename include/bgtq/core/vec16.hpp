@@ -85,6 +85,16 @@ BGTQ_FORCEINLINE vf16 lookup(const float* table, vi16 idx) {
 }
 //! Integer lanes to float.
 BGTQ_FORCEINLINE vf16 to_float(vi16 a) { return {_mm512_cvtepi32_ps(a.v)}; }
+//! Lanes shifted right by N bits (logical).
+template <int N>
+BGTQ_FORCEINLINE vi16 shift_right(vi16 a) {
+  return {_mm512_srli_epi32(a.v, N)};
+}
+//! Lanes & m.
+BGTQ_FORCEINLINE vi16 and_lanes(vi16 a, std::int32_t m) { return {_mm512_and_si512(a.v, _mm512_set1_epi32(m))}; }
+//! lookup<Bits> reads only the low Bits of each index lane for Bits up to this (vpermps,
+//! vpermt2ps); wider tables are gathered, whose indices must be clean.
+inline constexpr int lookup_reads_low_bits_max = 5;
 namespace detail {
 //! Each vector's 16 lanes as a 4 x 4 matrix, transposed (lane 4c + m <- lane 4m + c).
 BGTQ_FORCEINLINE void transpose_lanes16(vf16 (&v)[4]) {
@@ -204,6 +214,17 @@ BGTQ_FORCEINLINE vf16 lookup(const float* table, vi16 idx) {
   }
 }
 BGTQ_FORCEINLINE vf16 to_float(vi16 a) { return {_mm256_cvtepi32_ps(a.lo), _mm256_cvtepi32_ps(a.hi)}; }
+template <int N>
+BGTQ_FORCEINLINE vi16 shift_right(vi16 a) {
+  return {_mm256_srli_epi32(a.lo, N), _mm256_srli_epi32(a.hi, N)};
+}
+BGTQ_FORCEINLINE vi16 and_lanes(vi16 a, std::int32_t m) {
+  const __m256i v = _mm256_set1_epi32(m);
+  return {_mm256_and_si256(a.lo, v), _mm256_and_si256(a.hi, v)};
+}
+//! lookup<Bits> reads only the low Bits of each index lane for Bits up to this (vpermps
+//! and sign-bit blends, permute_lookup8); wider tables are gathered.
+inline constexpr int lookup_reads_low_bits_max = 6;
 //! 16 bytes p[0..16) zero-extended to int lanes.
 BGTQ_FORCEINLINE vi16 load_u8(const std::uint8_t* p) {
   return {_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p))),
@@ -251,37 +272,16 @@ BGTQ_FORCEINLINE void columns_of_rows32(__m256 (&y)[4]) {
   y[2] = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0)), order);
   y[3] = _mm256_permutevar8x32_ps(_mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2)), order);
 }
-//! The inverse of columns_of_rows32.
-BGTQ_FORCEINLINE void rows_of_columns32(__m256 (&y)[4]) {
-  const __m256i order = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
-  const __m256 u0 = _mm256_permutevar8x32_ps(y[0], order), u1 = _mm256_permutevar8x32_ps(y[1], order);
-  const __m256 u2 = _mm256_permutevar8x32_ps(y[2], order), u3 = _mm256_permutevar8x32_ps(y[3], order);
-  const __m256 t0 = _mm256_unpacklo_ps(u0, u1), t1 = _mm256_unpackhi_ps(u0, u1);
-  const __m256 t2 = _mm256_unpacklo_ps(u2, u3), t3 = _mm256_unpackhi_ps(u2, u3);
-  y[0] = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(1, 0, 1, 0));
-  y[1] = _mm256_shuffle_ps(t0, t2, _MM_SHUFFLE(3, 2, 3, 2));
-  y[2] = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(1, 0, 1, 0));
-  y[3] = _mm256_shuffle_ps(t1, t3, _MM_SHUFFLE(3, 2, 3, 2));
-}
 }  // namespace detail
 //! 64 values in order (v[k] lane i = value 16k + i) rearranged so that v[c] lane d =
 //! value 4d + c, as the AVX-512 transpose_stride4 does (bit_plane_layout::strided16's token
-//! order): values 0-31 give the low halves, 32-63 the high ones (24 shuffles).
+//! order): values 0-31 give the low halves, 32-63 the high ones (24 shuffles). (No
+//! untranspose_stride4 here: the AVX2 key pass scores in token order.)
 BGTQ_FORCEINLINE void transpose_stride4(vf16 (&v)[4]) {
   __m256 a[4] = {v[0].lo, v[0].hi, v[1].lo, v[1].hi}, b[4] = {v[2].lo, v[2].hi, v[3].lo, v[3].hi};
   detail::columns_of_rows32(a);
   detail::columns_of_rows32(b);
   for (int c = 0; c < 4; ++c) v[c] = {a[c], b[c]};
-}
-//! The inverse of transpose_stride4.
-BGTQ_FORCEINLINE void untranspose_stride4(vf16 (&v)[4]) {
-  __m256 a[4] = {v[0].lo, v[1].lo, v[2].lo, v[3].lo}, b[4] = {v[0].hi, v[1].hi, v[2].hi, v[3].hi};
-  detail::rows_of_columns32(a);
-  detail::rows_of_columns32(b);
-  v[0] = {a[0], a[1]};
-  v[1] = {a[2], a[3]};
-  v[2] = {b[0], b[1]};
-  v[3] = {b[2], b[3]};
 }
 
 #else  // portable scalar
