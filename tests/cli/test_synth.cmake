@@ -54,6 +54,19 @@ if(smin LESS 9.999 OR smax GREATER 1000.001 OR NOT nh EQUAL 4 OR NOT dtype STREQ
   message(FATAL_ERROR "json fields: spread ${smin}..${smax}, ${nh} heads, ${dtype}, seed ${seed}, bytes ${bytes} (${out})")
 endif()
 bgtq_expect_npy(${WORK}/j/v.npy "1, 4, 4, 32" 512)
+# --seed is decimal (a leading zero is not octal) or 0x hex
+foreach(pair "010=10" "0x1F=31" "+7=7" "18446744073709551615=18446744073709551615")
+  string(REPLACE "=" ";" pair "${pair}")
+  list(GET pair 0 given)
+  list(GET pair 1 want)
+  bgtq_run(out err rc synth --layers 1 --tokens 2 --q-heads 2 --kv-heads 1 --dim 8 --rope half --seed ${given} --json
+           -o ${WORK}/seed)
+  bgtq_expect_rc(${rc} 0 "--seed ${given}" "${err}")
+  string(JSON seed GET "${out}" seed)
+  if(NOT seed STREQUAL want)
+    message(FATAL_ERROR "--seed ${given}: the JSON says seed ${seed}, expected ${want}")
+  endif()
+endforeach()
 
 # 4. bad usage -> exit 2 with a message naming the problem, no output files
 function(expect_usage what regex)
@@ -72,6 +85,11 @@ expect_usage("too big" "exceeds the 4 GiB limit" --layers 64 --tokens 65536 --q-
 expect_usage("zero tokens" "tokens" --layers 1 --tokens 0 --q-heads 2 --kv-heads 1 --dim 8 --rope half)
 expect_usage("missing layers" "missing required option --layers" --tokens 4 --q-heads 2 --kv-heads 1 --dim 8 --rope half)
 expect_usage("bad seed" "seed" --layers 1 --tokens 4 --q-heads 2 --kv-heads 1 --dim 8 --rope half --seed -3)
+foreach(seed "0x" " 5" "5 " "1e3" "0x-1" "++1" "18446744073709551616")
+  string(REPLACE "+" "\\+" re "${seed}")
+  expect_usage("seed '${seed}'" "--seed: '${re}' is not an unsigned 64-bit integer"
+               --layers 1 --tokens 4 --q-heads 2 --kv-heads 1 --dim 8 --rope half --seed "${seed}")
+endforeach()
 expect_usage("spread order" "spread_max" --layers 1 --tokens 4 --q-heads 2 --kv-heads 1 --dim 8 --rope half --spread-min 50 --spread-max 20)
 expect_usage("unknown option" "unknown option --bogus" --layers 1 --tokens 4 --q-heads 2 --kv-heads 1 --dim 8 --rope half --bogus 1)
 # a mistyped option: named in the missing-option message; one without a value does not

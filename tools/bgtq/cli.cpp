@@ -3,7 +3,7 @@
 #include <bgtq/io/atomic_file.hpp>
 
 #include <algorithm>
-#include <cerrno>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -148,20 +148,47 @@ std::string args::get_or(const std::string& name, const std::string& def) {
   return v ? *v : def;
 }
 
+namespace {
+//! `s` without one leading '+' (which std::from_chars does not read); empty if that leaves
+//! no digits or a second sign ("+", "+-1").
+std::string_view without_plus(std::string_view s) {
+  if (s.empty() || s.front() != '+') return s;
+  s.remove_prefix(1);
+  return !s.empty() && s.front() == '-' ? std::string_view{} : s;
+}
+}  // namespace
+
+bool parse_decimal(std::string_view tok, double& v) {
+  // std::from_chars (general format) reads exactly this grammar, without a leading '+',
+  // and never hex; it is only the syntax check: strtod gives the value, so that overflow
+  // reads as +-inf and underflow as 0 or a subnormal, where from_chars reports an error.
+  const std::string_view body = without_plus(tok);
+  if (body.empty()) return false;
+  double ignored = 0.0;
+  const auto [ptr, ec] = std::from_chars(body.data(), body.data() + body.size(), ignored);
+  if (ec == std::errc::invalid_argument || ptr != body.data() + body.size()) return false;
+  const std::string copy(tok);  // NUL-terminated for strtod (`tok` holds no NUL: it parsed whole)
+  v = std::strtod(copy.c_str(), nullptr);
+  return true;
+}
+
 long parse_int(const std::string& s, const std::string& what) {
   if (s.empty()) throw usage_error(what + ": empty value");
-  char* end = nullptr;
-  errno = 0;
-  const long v = std::strtol(s.c_str(), &end, 10);
-  if (*end != '\0' || errno != 0) throw usage_error(what + ": '" + s + "' is not an integer");
+  const std::string_view body = without_plus(s);
+  long v = 0;
+  const char* const end = body.data() + body.size();
+  const auto [ptr, ec] = body.empty() ? std::from_chars_result{end, std::errc::invalid_argument}
+                                      : std::from_chars(body.data(), end, v, 10);
+  if (ec == std::errc::result_out_of_range && ptr == end)
+    throw usage_error(what + ": '" + s + "' is out of range for a " + std::to_string(8 * sizeof(long)) + "-bit integer");
+  if (ec != std::errc{} || ptr != end) throw usage_error(what + ": '" + s + "' is not an integer");
   return v;
 }
 
 double parse_double(const std::string& s, const std::string& what) {
   if (s.empty()) throw usage_error(what + ": empty value");
-  char* end = nullptr;
-  const double v = std::strtod(s.c_str(), &end);
-  if (*end != '\0') throw usage_error(what + ": '" + s + "' is not a number");
+  double v = 0.0;
+  if (!parse_decimal(s, v)) throw usage_error(what + ": '" + s + "' is not a number");
   if (!std::isfinite(v)) throw usage_error(what + ": '" + s + "' is not finite");
   return v;
 }

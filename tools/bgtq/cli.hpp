@@ -10,6 +10,7 @@
 #include <set>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace bgtq::cli {
@@ -62,7 +63,14 @@ class args {
 //! How an option is spelled on the command line: "-o" or "--name".
 std::string option_name(const std::string& name);
 
-//! Parses an integer / double strictly (whole string, finite), or usage_error naming `what`.
+//! True if `tok` is a decimal number and nothing else: an optional sign, digits with an
+//! optional '.', an optional exponent ("-1", "+0.5", "2.", ".5", "3e-2"), or inf/nan in
+//! any case; then `v` holds its value (overflow gives +-inf, underflow 0 or a subnormal).
+//! Hex floats ("0x1p3"), blanks, a NUL byte or anything after the number make it false.
+bool parse_decimal(std::string_view tok, double& v);
+
+//! Parses an integer / double strictly (the whole string is one decimal number, finite),
+//! or usage_error naming `what`.
 long parse_int(const std::string& s, const std::string& what);
 double parse_double(const std::string& s, const std::string& what);
 

@@ -49,11 +49,9 @@ std::vector<double> read_scores_text(const std::string& path) {
     std::istringstream ls(line);
     std::string tok;
     while (ls >> tok) {
-      const char* begin = tok.c_str();
-      char* end = nullptr;
-      const double v = std::strtod(begin, &end);
+      double v = 0.0;
       const std::string where = path + ":" + std::to_string(lineno) + ": ";
-      if (end == begin || end != begin + tok.size())  // the whole token (a NUL inside it too)
+      if (!bgtq::cli::parse_decimal(tok, v))  // the whole token, decimal (a NUL inside it, hex: not a number)
         bgtq::fail(bgtq::errc::format_error, where + "token '" + printable(tok) + "' is not a number");
       if (!std::isfinite(v))  // overflow gives inf; underflow (ERANGE, tiny) is kept
         bgtq::fail(bgtq::errc::non_finite, where + "score " + std::to_string(scores.size()) + " ('" + printable(tok) +
