@@ -384,6 +384,8 @@ TEST_CASE("npy header dict errors name the problem and the offset", "[io][npy]")
       {dict_of("<f4", "(2.5, 3)"), "non-integer shape entry '2.'"},
       {dict_of("<f4", "(2, 3e2)"), "non-integer shape entry"},
       {dict_of("<f4", "(2, 0x3)"), "non-integer shape entry"},
+      {dict_of("<f4", "(2, 03)"), "shape entry '03' has a leading zero"},
+      {dict_of("<f4", "(064,)"), "shape entry '064' has a leading zero"},
       {dict_of("<f4", "(2, 'a')"), "expected a non-negative integer"},
       {dict_of("<f4", "(2 3)"), "expected ',' or ')'"},
       {dict_of("<f4", "(2,, 3)"), "expected a non-negative integer"},
@@ -409,6 +411,7 @@ TEST_CASE("npy header dict errors name the problem and the offset", "[io][npy]")
       {dict_of(">f4", "(2, 3)"), "'>f4'", "unsupported dtype '>f4'"},
       {"{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), 'shape': (6,), }", "'shape': (6", "duplicate key 'shape'"},
       {dict_of("<f4", "(2, -3)"), "-3", "negative shape entry"},
+      {dict_of("<f4", "(2, 007)"), "007", "shape entry '007' has a leading zero"},
       {dict_of("<f4", "(6)"), "(6)", "shape (6) is not a tuple"},
   };
   for (const auto& c : at) {
@@ -432,6 +435,8 @@ TEST_CASE("npy accepts what the spec allows: other spacing, key order, quotes, 1
       "{\"descr\": \"<f4\", \"fortran_order\": False, \"shape\": (2,3)}",
       "{ 'descr' : '<f4' ,\t'fortran_order' : False , 'shape' : ( 2 , 3 , ) , }",
   };
+  // "00" is Python's zero (literal_eval accepts it, unlike "03")
+  CHECK(parse(raw_npy(dict_of("<f4", "(00, 3)"), 0)).shape == std::vector<std::size_t>{0, 3});
   for (const auto& d : dicts) {
     INFO(d);
     const bgtq::npy_array a = parse(raw_npy(d, 24));

@@ -304,6 +304,9 @@ class npy_dict_parser {
       if (i_ < end_ && (p_[i_] == '.' || p_[i_] == 'e' || p_[i_] == 'E' || p_[i_] == 'j' || p_[i_] == '_' ||
                         p_[i_] == 'x' || p_[i_] == 'L'))
         error_at(at, "non-integer shape entry '" + printable_bytes(p_ + at, i_ + 1 - at) + "'");
+      // Python (numpy.load's literal_eval) reads "064" as a syntax error, "00" as zero
+      if (p_[at] == '0' && v != 0)
+        error_at(at, "shape entry '" + printable_bytes(p_ + at, i_ - at) + "' has a leading zero (not a Python integer)");
       if (shape.size() >= npy_max_rank) error_at(at, "more than " + std::to_string(npy_max_rank) + " dimensions");
       shape.push_back(v);
       skip_ws();
