@@ -199,6 +199,23 @@ TEST_CASE("eval figure from a results file: panels per bit width, fp16 noted", "
   CHECK(top.find(">0.70</text>") != std::string::npos);
 }
 
+TEST_CASE("eval figure: means of huge values are finite, not the overflowed sum", "[plot][figure]") {
+  // two layers of 1e308: a plain sum overflows to inf ("mean inf" was printed before)
+  const std::string text = R"({"layers":[)"
+                           R"({"layer":0,"results":{"fp16":{"logit_mae":1e308,"bytes_per_token":64},)"
+                           R"("tq@2":{"logit_mae":0.5,"bytes_per_token":1.5e308}}},)"
+                           R"({"layer":1,"results":{"fp16":{"logit_mae":1e308,"bytes_per_token":64},)"
+                           R"("tq@2":{"logit_mae":0.6,"bytes_per_token":1.7e308}}}]})";
+  const plot::eval_table t = plot::parse_eval_results(plot::parse_json(text, "R.json"), "R.json");
+  REQUIRE(t.methods == std::vector<std::string>{"fp16", "tq@2"});
+  CHECK(t.bytes_per_token[1] == Approx(1.6e308));
+  const std::string svg = plot::eval_figure(t);
+  REQUIRE(bgtq_test::check_xml(svg).error.empty());
+  CHECK(svg.find("fp16 cache: mean 1e+308 (above the axis)") != std::string::npos);
+  CHECK(svg.find("tq 1.6e+308") != std::string::npos);
+  CHECK(svg.find("inf") == std::string::npos);
+}
+
 TEST_CASE("eval results: wrong shapes and absent metrics are clear errors", "[plot][figure]") {
   auto code = [](const std::string& text, const std::string& metric = "logit_mae") {
     try {

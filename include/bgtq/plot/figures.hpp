@@ -42,6 +42,19 @@ inline int label_every(int n, int max_labels) {
   return (n + max_labels - 1) / max_labels;
 }
 
+//! Mean of finite values that cannot overflow where the sum would (two 1e308 values
+//! average to 1e308, not inf): each step adds v/n - mean/n, both at most max/2 from n = 2.
+struct running_mean {
+  double mean = 0.0;
+  long n = 0;
+  void add(double v) {
+    ++n;
+    mean += v / static_cast<double>(n) - mean / static_cast<double>(n);
+  }
+  //! The mean, or NaN with no values.
+  double value() const { return n > 0 ? mean : std::numeric_limits<double>::quiet_NaN(); }
+};
+
 inline std::string bits_label(int b) {
   if (b == 0) return "0 (dropped)";
   return std::to_string(b) + (b == 1 ? " bit" : " bits");
@@ -270,8 +283,7 @@ inline eval_table parse_eval_results(const json_value& doc, const std::string& n
   eval_table t;
   t.metric = metric;
   std::map<std::string, std::size_t> idx;
-  std::vector<double> bytes_sum;
-  std::vector<int> bytes_n;
+  std::vector<detail::running_mean> bytes_mean;
   const std::size_t nl = layers->items().size();
   for (std::size_t li = 0; li < nl; ++li) {
     const json_value& e = layers->items()[li];
@@ -290,23 +302,19 @@ inline eval_table parse_eval_results(const json_value& doc, const std::string& n
         it = idx.emplace(m, t.methods.size()).first;
         t.methods.push_back(m);
         t.value.emplace_back(nl, std::numeric_limits<double>::quiet_NaN());
-        bytes_sum.push_back(0);
-        bytes_n.push_back(0);
+        bytes_mean.emplace_back();
       }
       const json_value* x = v.find(metric);
       if (x && !x->is_number() && !x->is_null())  // absent or null: no value for this layer
         bad("layers[" + std::to_string(li) + "].results." + m + "." + metric + " is not a number");
       if (x && x->is_number() && std::isfinite(x->as_number())) t.value[it->second][li] = x->as_number();
       const json_value* by = v.find("bytes_per_token");
-      if (by && by->is_number() && std::isfinite(by->as_number())) {
-        bytes_sum[it->second] += by->as_number();
-        bytes_n[it->second] += 1;
-      }
+      if (by && by->is_number() && std::isfinite(by->as_number())) bytes_mean[it->second].add(by->as_number());
     }
   }
   if (t.methods.empty()) bad("no method results in any layer");
   for (std::size_t m = 0; m < t.methods.size(); ++m)
-    t.bytes_per_token.push_back(bytes_n[m] ? bytes_sum[m] / bytes_n[m] : std::numeric_limits<double>::quiet_NaN());
+    t.bytes_per_token.push_back(bytes_mean[m].value());
   bool any = false;
   for (const auto& row : t.value)
     for (double x : row) any = any || !std::isnan(x);
@@ -533,22 +541,21 @@ inline std::string eval_figure(const eval_table& t, const std::string& title = "
         if (!st.reference && !no_bits && s.bits != b) continue;
         if (st.reference && s.bits >= 0 && s.bits != b) continue;
         if (st.reference && have_methods) {  // off the scale: a note instead of a line
-          double sum = 0, vmin = std::numeric_limits<double>::infinity(), vmax = -vmin;
-          int n = 0;
+          detail::running_mean mean;
+          double vmin = std::numeric_limits<double>::infinity(), vmax = -vmin;
           for (double v : t.value[s.row])
             if (!std::isnan(v)) {
-              sum += v;
-              ++n;
+              mean.add(v);
               vmin = std::min(vmin, v);
               vmax = std::max(vmax, v);
             }
-          if (n > 0 && (vmin < ylo * 0.999 || vmax > yhi * 1.001)) {
+          if (mean.n > 0 && (vmin < ylo * 0.999 || vmax > yhi * 1.001)) {
             text_style ns;
             ns.size = 10.5;
             ns.color = st.color;
             const bool below = vmax < ylo;
             c.text(a.x + 6, below ? a.bottom() - 7 : a.y + 14,
-                   st.label + ": mean " + detail::fmt("%.2g", sum / n) + (below ? " (below the axis)" : " (above the axis)"),
+                   st.label + ": mean " + detail::fmt("%.2g", mean.value()) + (below ? " (below the axis)" : " (above the axis)"),
                    ns);
             continue;
           }
