@@ -164,10 +164,7 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
         // and log p_hat_s = Sh_s - mxh - log zh: sum_s p_s (S_s - Sh_s) - (mx - mxh) -
         // log(z / zh), no logarithm per key (and exact where p_hat_s underflows to 0)
         kl += std::max(pd / z - (mx - mxh) - std::log(z / zh), 0.0);
-        for (int s = 0; s < n; ++s) {
-          p[s] /= z;
-          ph[s] /= zh;
-        }
+        // top-10 overlap on the unnormalised weights (the same order as p / z)
         const int m = std::min(10, n);
         std::iota(w.idx.begin(), w.idx.begin() + n, 0);
         std::iota(w.idx2.begin(), w.idx2.begin() + n, 0);
@@ -178,9 +175,13 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
         for (int a = 0; a < m; ++a)
           for (int b = 0; b < m; ++b) common += w.idx[static_cast<std::size_t>(a)] == w.idx2[static_cast<std::size_t>(b)];
         top += static_cast<double>(common) / m;
-        // the block's outputs o = p^T V are one product: the weight rows are zero past the
-        // keys each query sees
+        // the block's outputs o = p^T V are one product: the weight rows, normalised, are
+        // zero past the keys each query sees (a K-only run needs no normalised weights)
         if (with_v) {
+          for (int s = 0; s < n; ++s) {
+            p[s] /= z;
+            ph[s] /= zh;
+          }
           w.S.row(ib).segment(n, cols - n).setZero();
           w.Sh.row(ib).segment(n, cols - n).setZero();
         }
