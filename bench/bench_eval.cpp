@@ -1,7 +1,7 @@
 // bgtq eval's metrics (eval/metrics.hpp, compare_attention): one layer, every query
-// against all its causal keys, K + V, Hq = 4, Hkv = 2.
+// against all its causal keys, Hq = 4, Hkv = 2, K + V or K only (bgtq eval without --v).
 //   build/bin/bench_eval [--benchmark_filter=T:2048]
-// Args: {T, D, threads} (threads 1: no pool; the pool includes the calling thread;
+// Args: {T, D, threads, V} (threads 1: no pool; the pool includes the calling thread; V 0: K only;
 // UseRealTime, so with threads the time is the wall time). items/s = causal (query head, query, key) triples per second. Keys and
 // values are N(0, 1); the "quantized" copies add N(0, 0.1^2) noise.
 #include <benchmark/benchmark.h>
@@ -28,11 +28,13 @@ void BM_compare_attention(benchmark::State& s) {
   }
   const bgtq::layer_shape sh{T, Hq, Hkv, D};
   const int threads = static_cast<int>(s.range(2));
+  const bool with_v = s.range(3) != 0;
   std::unique_ptr<bgtq::thread_pool> pool;
   if (threads > 1) pool = std::make_unique<bgtq::thread_pool>(threads);
   bgtq::attention_metrics m;
   for (auto _ : s) {
-    m = bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), v.data(), vh.data(), 0, pool.get());
+    m = bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), with_v ? v.data() : nullptr,
+                                   with_v ? vh.data() : nullptr, 0, pool.get());
     benchmark::DoNotOptimize(m);
   }
   s.SetItemsProcessed(s.iterations() * m.pairs);
@@ -42,11 +44,13 @@ void BM_compare_attention(benchmark::State& s) {
 }  // namespace
 
 BENCHMARK(BM_compare_attention)
-    ->ArgNames({"T", "D", "threads"})
-    ->Args({1024, 64, 1})
-    ->Args({2048, 64, 1})
-    ->Args({2048, 128, 1})
-    ->Args({2048, 128, 2})
+    ->ArgNames({"T", "D", "threads", "V"})
+    ->Args({1024, 64, 1, 1})
+    ->Args({2048, 64, 1, 1})
+    ->Args({2048, 128, 1, 1})
+    ->Args({2048, 128, 2, 1})
+    ->Args({2048, 64, 1, 0})
+    ->Args({2048, 128, 1, 0})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 BENCHMARK_MAIN();
