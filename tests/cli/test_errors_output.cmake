@@ -21,6 +21,22 @@ foreach(cmd "codebook;--bits;2;--dim;4;--json"
   endif()
 endforeach()
 
+# stdout closed by its reader (a pipe into a command that exits at once): exit 1 with the
+# same io_error, not a silent death by SIGPIPE (status 141 under a shell). The result is
+# larger than a pipe's buffer, so the write cannot land before the reader is gone.
+set(scores "")
+foreach(i RANGE 1 2000)
+  string(APPEND scores "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25\n")
+endforeach()
+file(WRITE ${WORK}/many_scores.txt "${scores}")
+execute_process(COMMAND ${BGTQ} allocate --scores ${WORK}/many_scores.txt --avg-bits 2 --json
+                COMMAND ${CMAKE_COMMAND} -E true
+                ERROR_VARIABLE err RESULTS_VARIABLE rcs)
+list(GET rcs 0 rc)
+if(NOT rc EQUAL 1 OR NOT err MATCHES "error \\(io_error\\): writing the result to standard output failed")
+  message(FATAL_ERROR "bgtq allocate --json | (a reader that exits): exit ${rc}, expected 1 with an io_error; stderr: ${err}")
+endif()
+
 # -o and --json-out naming one file (also through ./ and ..): refused before any work,
 # nothing written
 file(MAKE_DIRECTORY ${WORK}/sub)
@@ -66,6 +82,30 @@ endif()
 file(SIZE ${WORK}/target.bin target_size)
 if(target_size LESS 100)
   message(FATAL_ERROR "calibrate -o through a symlink: the linked file has ${target_size} bytes, not a plan")
+endif()
+# a symlink to a file not there yet: the file is created, the link stays a link
+file(CREATE_LINK ${WORK}/new_target.bin ${WORK}/dangling.bin SYMBOLIC)
+expect_success(CMD calibrate ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 3 -o ${WORK}/dangling.bin --quiet)
+if(NOT IS_SYMLINK ${WORK}/dangling.bin OR NOT EXISTS ${WORK}/new_target.bin)
+  message(FATAL_ERROR "calibrate -o through a dangling symlink replaced the link instead of creating the file it names")
+endif()
+# ... and one into a directory that does not exist: refused before any work
+file(CREATE_LINK ${WORK}/no_such_dir/p.bin ${WORK}/dangling2.bin SYMBOLIC)
+expect_failure(CMD calibrate RC 1 CATEGORY io_error MATCH "the directory '[^']*no_such_dir' does not exist"
+  ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 3 -o ${WORK}/dangling2.bin --quiet)
+if(NOT IS_SYMLINK ${WORK}/dangling2.bin)
+  message(FATAL_ERROR "a refused calibrate replaced the symlink dangling2.bin")
+endif()
+# synth and capture: an empty output directory is bad usage, as for the other commands
+execute_process(COMMAND ${BGTQ} synth --layers 1 --tokens 4 --q-heads 2 --kv-heads 1 --dim 8 --rope half -o "" --quiet
+                ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "^bgtq synth: -o: the output directory is empty")
+  message(FATAL_ERROR "synth -o '': exit ${rc}, expected 2 with 'the output directory is empty'; stderr: ${err}")
+endif()
+execute_process(COMMAND ${BGTQ} capture --model m.bin --tokenizer t.bin --text x.txt -o "" --quiet
+                ERROR_VARIABLE err RESULT_VARIABLE rc)
+if(NOT rc EQUAL 2 OR NOT err MATCHES "^bgtq capture: -o: the output directory is empty")
+  message(FATAL_ERROR "capture -o '': exit ${rc}, expected 2 with 'the output directory is empty'; stderr: ${err}")
 endif()
 # a regular file where the output's directory should be: named as such
 file(WRITE ${WORK}/afile "x")

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <iterator>
 #include <limits>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -272,6 +273,30 @@ TEST_CASE("atomic_write_files: symlinks are followed, a FIFO is written in place
     CHECK(slurp(dir.file("real.bin")) == "abc");
     bgtq::check_output_path(dir.file("link.bin"), "-o");  // and it passes the early check
   }
+  // a symlink to a file not there yet (relative, through a second link): the file is
+  // created where the last link points, both links stay links
+  {
+    fs::create_directory(dir.file("sub"));
+    fs::create_symlink("sub/made.bin", dir.file("hop.bin"));
+    fs::create_symlink("hop.bin", dir.file("dangling.bin"));
+    bgtq::check_output_path(dir.file("dangling.bin"), "-o");
+    bgtq::atomic_write_file(dir.file("dangling.bin"), write_abc);
+    CHECK(fs::is_symlink(dir.file("dangling.bin")));
+    CHECK(fs::is_symlink(dir.file("hop.bin")));
+    CHECK(slurp(dir.file("sub/made.bin")) == "abc");
+    // two outputs through links to one new file are one target
+    require_error([&] { bgtq::atomic_write_files({{dir.file("dangling.bin"), write_abc, true}, {dir.file("sub/made.bin"), write_abc, true}}); },
+                  errc::invalid_argument, "two outputs name the same file");
+    // into a directory that does not exist: the early check names it
+    fs::create_symlink("nowhere/x.bin", dir.file("lost.bin"));
+    require_error([&] { bgtq::check_output_path(dir.file("lost.bin"), "-o"); }, errc::io_error, "nowhere' does not exist");
+    // a cycle of links: an error, not a hang
+    fs::create_symlink("loop_b", dir.file("loop_a"));
+    fs::create_symlink("loop_a", dir.file("loop_b"));
+    require_error([&] { bgtq::atomic_write_file(dir.file("loop_a"), write_abc); }, errc::io_error, "too many levels of symbolic links");
+    for (const char* f : {"dangling.bin", "hop.bin", "lost.bin", "loop_a", "loop_b", "sub/made.bin"}) fs::remove(dir.file(f));
+    fs::remove(dir.file("sub"));
+  }
   // a FIFO (as a device would be): written in place, still a FIFO afterwards, and the
   // regular output of the same call still goes through its temporary
   {
@@ -296,6 +321,48 @@ TEST_CASE("atomic_write_files: symlinks are followed, a FIFO is written in place
   CHECK(!fs::exists(dir.file("new.bin")));
   // a file where the directory should be is named as such
   require_error([&] { bgtq::check_output_path(dir.file("real.bin/x"), "-o"); }, errc::io_error, "real.bin' is not a directory");
+}
+
+TEST_CASE("remove_pending_temporaries removes the temporaries being written, and only those", "[io][npy]") {
+  namespace fs = std::filesystem;
+  bgtq_test::temp_dir dir("pending_tmp");
+  const std::string a = dir.file("a.tmp.1"), b = dir.file("b.tmp.2"), kept = dir.file("kept.bin");
+  for (const std::string& f : {a, b, kept}) std::ofstream(f) << "x";
+  {
+    const bgtq::detail::pending_temporary pa(a);
+    {
+      const bgtq::detail::pending_temporary pb(b);
+    }  // b released: no longer pending
+    bgtq::remove_pending_temporaries();  // what bgtq's SIGINT / SIGTERM handler calls
+    CHECK(!fs::exists(a));
+    CHECK(fs::exists(b));
+    CHECK(fs::exists(kept));
+  }
+  // while a writer runs, its temporary is pending (a writer that looks for it and removes
+  // it the way the handler would): the rename then fails and the target stays absent
+  const std::string target = dir.file("out.bin");
+  require_error(
+      [&] {
+        bgtq::atomic_write_file(target, [&](std::ostream& os) {
+          os << "abc";
+          os.flush();
+          bgtq::remove_pending_temporaries();
+        });
+      },
+      errc::io_error, "cannot rename");
+  CHECK(!fs::exists(target));
+  std::vector<std::string> names = dir.entries();
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"b.tmp.2", "kept.bin"});
+  // every slot is free again: a full table of registrations works
+  std::vector<std::unique_ptr<bgtq::detail::pending_temporary>> many;
+  for (int i = 0; i < bgtq::detail::max_pending_temporaries; ++i) {
+    const std::string f = dir.file("m" + std::to_string(i));
+    std::ofstream(f) << "x";
+    many.push_back(std::make_unique<bgtq::detail::pending_temporary>(f));
+  }
+  bgtq::remove_pending_temporaries();
+  for (int i = 0; i < bgtq::detail::max_pending_temporaries; ++i) CHECK(!fs::exists(dir.file("m" + std::to_string(i))));
 }
 
 TEST_CASE("npy preamble errors: magic, version, header length, truncation", "[io][npy]") {

@@ -35,6 +35,7 @@ int run(bgtq::cli::args& a) {
   const std::string out_dir = a.require("o");
   const bool json = a.flag("json");
   a.finish();
+  if (out_dir.empty()) throw bgtq::cli::usage_error("-o: the output directory is empty");
 #if !BGTQ_CAPTURE_HAVE_NPY
   (void)model_path, (void)tok_path, (void)text_path, (void)want, (void)out_dir, (void)json;
   bgtq::fail(bgtq::errc::unsupported, "this build has no .npy writer (bgtq/io/npy.hpp)");

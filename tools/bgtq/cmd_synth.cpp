@@ -47,6 +47,7 @@ int run(bgtq::cli::args& a) {
   const std::string dir = a.require("o");
   const bool json = a.flag("json");
   a.finish();
+  if (dir.empty()) throw bgtq::cli::usage_error("-o: the output directory is empty");
 
   // seed: any unsigned 64-bit integer, decimal or 0x-prefixed hex ("010" is ten, not
   // strtoull's octal eight)

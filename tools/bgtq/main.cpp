@@ -1,17 +1,56 @@
 // bgtq: calibrate, evaluate and benchmark Block-GTQ KV-cache quantization.
-// Exit codes: 0 success, 1 error in data or computation, 2 bad usage.
+// Exit codes: 0 success, 1 error in data or computation, 2 bad usage; killed by SIGINT,
+// SIGTERM or SIGHUP, the signal's own status after removing any output temporary.
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <exception>
 #include <iostream>
 #include <string>
+#include <vector>
 
 #include <bgtq/core/error.hpp>
+#include <bgtq/io/atomic_file.hpp>
 
 #include "cli.hpp"
 
 namespace {
+
+// Ctrl-C, kill or a closed terminal while an output is being written: remove its
+// temporary (docs/errors.md: no *.tmp.* is left behind), then die of the same signal.
+extern "C" void on_terminating_signal(int sig) {
+  bgtq::remove_pending_temporaries();
+  std::signal(sig, SIG_DFL);
+  std::raise(sig);
+}
+
+void install_signal_handlers() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP}) {
+    struct sigaction old {};
+    if (sigaction(sig, nullptr, &old) == 0 && old.sa_handler == SIG_IGN) continue;  // e.g. nohup: stay ignored
+    struct sigaction sa {};
+    sa.sa_handler = on_terminating_signal;
+    sigemptyset(&sa.sa_mask);
+    sigaction(sig, &sa, nullptr);
+  }
+  // a closed pipe on stdout is a write error the command reports (exit 1, docs/errors.md),
+  // not a silent death by SIGPIPE
+  std::signal(SIGPIPE, SIG_IGN);
+}
+
+//! Whether argv[i] asks for the command's help: --help anywhere, -h unless it is the
+//! value of the option before it ("--title -h").
+bool asks_for_help(char** argv, int i, const std::vector<std::string>& flags) {
+  if (!std::strcmp(argv[i], "--help")) return true;
+  if (std::strcmp(argv[i], "-h") != 0) return false;
+  if (i <= 2) return true;
+  const std::string prev = argv[i - 1];
+  const bool prev_takes_value = prev == "-o" || (prev.rfind("--", 0) == 0 && prev.size() > 2 &&
+                                                 std::find(flags.begin(), flags.end(), prev.substr(2)) == flags.end() &&
+                                                 prev != "--quiet");
+  return !prev_takes_value;
+}
 void print_help() {
   auto& cmds = bgtq::cli::registry();
   std::sort(cmds.begin(), cmds.end(), [](const auto& a, const auto& b) { return std::strcmp(a.name, b.name) < 0; });
@@ -29,12 +68,13 @@ int main(int argc, char** argv) {
   for (const auto& c : bgtq::cli::registry()) {
     if (name != c.name) continue;
     for (int i = 2; i < argc; ++i) {
-      if (!std::strcmp(argv[i], "--help") || !std::strcmp(argv[i], "-h")) {
+      if (asks_for_help(argv, i, c.flags)) {
         std::printf("usage: bgtq %s %s\n\n%s\n(every command also takes --quiet: no progress lines on stderr)\n", c.name,
                     c.usage, c.summary);
         return 0;
       }
     }
+    install_signal_handlers();
     try {
       bgtq::cli::args a(argc, argv, 2, c.flags);
       const int rc = c.run(a);

@@ -6,22 +6,29 @@
 //! target is left as it was: no partial output file ever appears. Also the one way the
 //! readers (.npy, plan files) open an input file.
 //!
-//! Targets that are not files: a symlink is followed (the file it names is replaced, the
-//! link stays); an existing device, FIFO or socket (`/dev/null`, `/dev/stdout` on a
+//! Targets that are not files: a symlink is followed (the file it names is replaced or
+//! created, the link stays); an existing device, FIFO or socket (`/dev/null`, `/dev/stdout` on a
 //! pipe) is written in place, after every regular output was written, since a rename
 //! would replace the node itself (run as root, `-o /dev/null` would turn the system's
 //! /dev/null into a regular file).
 
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
+#include <memory>
 #include <random>
 #include <string>
 #include <system_error>
 #include <vector>
+
+#if defined(__unix__) || defined(__APPLE__)
+#include <unistd.h>
+#endif
 
 #include "../core/error.hpp"
 
@@ -41,26 +48,93 @@ struct output_target {
   std::filesystem::path path;
   bool in_place = false;
 };
+//! A symlink is followed link by link, also when the file it names does not exist yet
+//! (weakly_canonical stops at such a dangling last link and would return the link).
+//! @throws bgtq::error(io_error) for a cycle of links (more than 40).
 inline output_target resolve_output(const std::string& p) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status st = fs::status(p, ec);  // follows symlinks
   if (!ec && fs::exists(st) && !fs::is_regular_file(st) && !fs::is_directory(st)) return {fs::path(p), true};
-  if (fs::is_symlink(fs::symlink_status(p, ec))) {
-    const fs::path r = fs::weakly_canonical(fs::path(p), ec);
-    if (!ec) return {r, false};
+  fs::path q(p);
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(q, ec)); ++hops) {
+    if (hops == 40) fail(errc::io_error, "'" + p + "': too many levels of symbolic links");
+    const fs::path to = fs::read_symlink(q, ec);
+    if (ec) break;
+    q = to.is_absolute() ? to : q.parent_path() / to;
   }
-  return {fs::path(p), false};
+  if (q == fs::path(p)) return {q, false};
+  const fs::path r = fs::weakly_canonical(q, ec);
+  return {ec ? q : r, false};
 }
-//! Whether two output paths name one file: equal after making them absolute and
-//! resolving the symlinks and "." / ".." of the part that exists (weakly_canonical).
+//! Whether two output paths name one file: equal after following symlinks (also to
+//! files not there yet), making them absolute and resolving the "." / ".." and links of
+//! the part that exists (weakly_canonical).
 inline bool same_target(const std::string& a, const std::string& b) {
   std::error_code ea, eb;
-  const std::filesystem::path ca = std::filesystem::weakly_canonical(a, ea), cb = std::filesystem::weakly_canonical(b, eb);
+  const std::filesystem::path ca = std::filesystem::weakly_canonical(resolve_output(a).path, ea),
+                              cb = std::filesystem::weakly_canonical(resolve_output(b).path, eb);
   if (ea || eb) return a == b;
   return ca == cb;
 }
+
+//! The temporaries being written right now, for a signal handler to remove
+//! (remove_pending_temporaries): a fixed table, constant-initialised, so that reading it
+//! from a handler needs no lock and no allocation. A slot is 0 free, 1 being filled,
+//! 2 holding the path of a temporary that may exist.
+inline constexpr int max_pending_temporaries = 16;
+inline constexpr std::size_t max_pending_path = 4096;
+struct pending_slot {
+  std::atomic<int> state{0};
+  char path[max_pending_path] = {};
+};
+inline pending_slot pending_temporaries[max_pending_temporaries];
+
+//! Registers a temporary's path for the life of the object (before the file is created;
+//! released after it was renamed or removed). A path too long for a slot, or a full
+//! table, is simply not registered: only a hint for an interrupted run.
+class pending_temporary {
+ public:
+  explicit pending_temporary(const std::filesystem::path& p) noexcept {
+    const std::string& s = p.native();
+    if (s.size() >= max_pending_path) return;
+    for (int i = 0; i < max_pending_temporaries; ++i) {
+      int expected = 0;
+      if (pending_temporaries[i].state.compare_exchange_strong(expected, 1)) {
+        std::memcpy(pending_temporaries[i].path, s.c_str(), s.size() + 1);
+        pending_temporaries[i].state.store(2, std::memory_order_release);
+        slot_ = i;
+        return;
+      }
+    }
+  }
+  ~pending_temporary() {
+    if (slot_ >= 0) pending_temporaries[slot_].state.store(0, std::memory_order_release);
+  }
+  pending_temporary(const pending_temporary&) = delete;
+  pending_temporary& operator=(const pending_temporary&) = delete;
+
+ private:
+  int slot_ = -1;
+};
+static_assert(std::atomic<int>::is_always_lock_free, "the signal handler reads the slots' state");
 }  // namespace detail
+
+//! Removes every temporary that atomic_write_files / check_output_path may be writing at
+//! this moment. Async-signal-safe (lock-free loads and unlink only): a program's handler
+//! for SIGINT / SIGTERM calls it before re-raising the signal, so that an interrupted
+//! write leaves no `*.tmp.*` behind (bgtq's main does). A temporary already renamed over
+//! its target is gone under its temporary name, so unlinking that name does nothing.
+inline void remove_pending_temporaries() noexcept {
+  for (auto& slot : detail::pending_temporaries)
+    if (slot.state.load(std::memory_order_acquire) == 2) {
+#if defined(__unix__) || defined(__APPLE__)
+      (void)::unlink(slot.path);
+#else
+      (void)std::remove(slot.path);
+#endif
+    }
+}
 
 //! One output of atomic_write_files: a target path and the function that writes it.
 struct output_file {
@@ -100,10 +174,12 @@ inline void atomic_write_files(const std::vector<output_file>& files) {
     if (!os) fail(errc::io_error, "write to '" + what + "' failed (disk full?)");
   };
   std::vector<fs::path> tmps(files.size());
+  std::vector<std::unique_ptr<detail::pending_temporary>> pending(files.size());  // released on return
   try {
     for (std::size_t i = 0; i < files.size(); ++i)
       if (!targets[i].in_place) {
         tmps[i] = detail::temp_path_for(targets[i].path);
+        pending[i] = std::make_unique<detail::pending_temporary>(tmps[i]);
         write_to(files[i], tmps[i], tmps[i].string());
       }
     for (std::size_t i = 0; i < files.size(); ++i)
@@ -153,6 +229,7 @@ inline void check_output_path(const std::string& path, const std::string& what) 
                                                   : "the directory '" + dir.string() + "' does not exist"));
   if (fs::is_directory(target, ec)) fail(errc::io_error, what + " '" + path + "' is a directory");
   const fs::path probe = detail::temp_path_for(target);
+  const detail::pending_temporary pending(probe);
   {
     std::ofstream os(probe, std::ios::binary | std::ios::trunc);
     if (!os) fail(errc::io_error, what + " '" + path + "': cannot create a file in '" + dir.string() + "'");
