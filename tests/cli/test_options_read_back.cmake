@@ -117,6 +117,17 @@ string(JSON kc GET "${charged}" key_bytes_per_token)
 if(NOT kc LESS 12.01 OR NOT kp GREATER kc)
   message(FATAL_ERROR "--charge-radii: key bytes ${kc} (uncharged ${kp}), expected <= 12 and below the uncharged plan")
 endif()
+# ... only per head: with another scope it is bad usage, refused before the data is read
+foreach(cmd calibrate eval)
+  if(cmd STREQUAL "calibrate")
+    set(rest --avg-bits 2.5 -o ${WORK}/crm.bin)
+  else()
+    set(rest --bits 3)
+  endif()
+  bgtq_run(out err rc ${cmd} --q ${WORK}/missing_q.npy --k ${WORK}/missing_k.npy --rope half ${rest} --scope model --charge-radii --quiet)
+  bgtq_expect_rc(${rc} 2 "${cmd} --charge-radii --scope model" "${err}")
+  bgtq_expect_match("${err}" "--charge-radii needs --scope head" "${cmd} --charge-radii --scope model")
+endforeach()
 
 # --- synth --rope-base reaches the data
 bgtq_run(out err rc synth --layers 1 --tokens 16 --q-heads 2 --kv-heads 2 --dim 16 --rope half --rope-base 500000 -o ${WORK}/b5 --json --quiet)

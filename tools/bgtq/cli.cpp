@@ -190,7 +190,7 @@ double parse_double(const std::string& s, const std::string& what) {
   double v = 0.0;
   if (!parse_decimal(s, v)) throw usage_error(what + ": '" + s + "' is not a number");
   if (!std::isfinite(v)) throw usage_error(what + ": '" + s + "' is not finite");
-  return v;
+  return v + 0.0;  // "-0" is 0 (a plan built from -0 would otherwise differ in its bytes)
 }
 
 long args::get_int(const std::string& name, long def, long lo, long hi) {
@@ -232,18 +232,16 @@ bool args::flag(const std::string& name) {
 
 std::vector<std::string> args::get_list(const std::string& name, const std::string& def) {
   const std::string s = get_or(name, def);
-  std::vector<std::string> out;
-  std::string cur;
+  std::vector<std::string> out(1);
   for (char c : s) {
-    if (c == ',') {
-      if (!cur.empty()) out.push_back(cur);
-      cur.clear();
-    } else if (c != ' ') {
-      cur += c;
-    }
+    if (c == ',')
+      out.emplace_back();
+    else if (c != ' ')
+      out.back() += c;
   }
-  if (!cur.empty()) out.push_back(cur);
-  if (out.empty()) throw usage_error(option_name(name) + " needs at least one item");
+  if (out.size() == 1 && out[0].empty()) throw usage_error(option_name(name) + " needs at least one item");
+  for (const std::string& item : out)  // "2,,3", "2,": a typo, not silently the list without it
+    if (item.empty()) throw usage_error(option_name(name) + " '" + s + "' has an empty item");
   return out;
 }
 

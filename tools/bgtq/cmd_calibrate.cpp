@@ -42,6 +42,9 @@ int run(cli::args& a) {
     throw cli::usage_error("--rotary-dim " + std::to_string(rotary) + " must be even and at most head_dim " + std::to_string(q.dim));
   const rope_layout rope(q.dim, pairing, static_cast<int>(rotary));
   const int T = tokens > 0 ? static_cast<int>(std::min<long>(tokens, q.tokens)) : q.tokens;
+  if (tokens > q.tokens)
+    cli::warn("calibrate", "--tokens " + std::to_string(tokens) + " is more than the dump's " + std::to_string(q.tokens) +
+                               " tokens: calibrating on all " + std::to_string(q.tokens) + "\n");
   energy_estimator est(q.layers, q.heads, k.heads, rope);
   for (int l = 0; l < q.layers; ++l) est.add(l, q.layer(l), k.layer(l), static_cast<std::size_t>(T));
   std::string warnings;
@@ -83,8 +86,11 @@ int run(cli::args& a) {
                 p.rope.head_dim, to_string(p.rope.pairing), T);
     std::printf("key widths (share of blocks):");
     for (const auto& [b, n] : hist) std::printf("  %d bit: %.1f%%", b, 100.0 * static_cast<double>(n) / nblocks);
-    std::printf("\nbytes per token per KV head: K %.1f + V %.1f = %.1f (fp16: %d, %.2fx smaller)\n", key_bytes, value_bytes,
-                key_bytes + value_bytes, 4 * p.rope.head_dim, 4.0 * p.rope.head_dim / (key_bytes + value_bytes));
+    const double stored = key_bytes + value_bytes;
+    char ratio[64] = "nothing stored";  // every block dropped, values too (--value-bits 0)
+    if (stored > 0) std::snprintf(ratio, sizeof ratio, "%.2fx smaller", 4.0 * p.rope.head_dim / stored);
+    std::printf("\nbytes per token per KV head: K %.1f + V %.1f = %.1f (fp16: %d, %s)\n", key_bytes, value_bytes, stored,
+                4 * p.rope.head_dim, ratio);
   }
   return 0;
 }

@@ -86,7 +86,9 @@ int run(cli::args& a) {
   const int N = calib > 0 ? static_cast<int>(std::min<long>(calib, T)) : std::max(1, T / 2);
   const int t_begin = eval_all ? 0 : N;
   BGTQ_REQUIRE(t_begin < T, errc::invalid_argument,
-               "eval: calibration uses all " + std::to_string(T) + " tokens, none is left to evaluate (use --eval-all or a smaller --calib-tokens)");
+               "eval: calibration uses all " + std::to_string(T) + " tokens" +
+                   (calib >= T ? " (--calib-tokens " + std::to_string(calib) + " is not below the dump's length)" : "") +
+                   ", none is left to evaluate (use --eval-all or a smaller --calib-tokens)");
 
   // calibration on the first N tokens
   energy_estimator est(L, Hq, Hkv, rope);
@@ -246,8 +248,8 @@ int run(cli::args& a) {
 }
 
 cli::registrar reg{{"eval", "compare Block-GTQ, uniform TQ-MSE, KIVI and fp16 on Q/K(/V) activation dumps",
-                    "--q Q.npy --k K.npy [--v V.npy] --rope interleaved|half [--rotary-dim R] [--calib-tokens N] "
-                    "[--eval-all] [--eval-queries N] [--threads N] [--bits 2,3,4] [--methods fp16,tq,bgtq,kivi (also kivi-sym)] [--b-min M] [--b-max M] "
+                    "--q Q.npy --k K.npy [--v V.npy] --rope interleaved|half [--rotary-dim R] [--calib-tokens N (0: T/2)] "
+                    "[--eval-all] [--eval-queries N (0: all)] [--threads N] [--bits 2,3,4] [--methods fp16,tq,bgtq,kivi (also kivi-sym)] [--b-min M] [--b-max M] "
                     "[--scope head|layer|model] [--distortion rate4|codebook] [--seed S] [--norm-correction] [--charge-radii] "
                     "[-o RESULTS.json] [--json]",
                     &run, {"json", "eval-all", "norm-correction", "charge-radii"}}};

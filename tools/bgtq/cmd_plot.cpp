@@ -4,7 +4,6 @@
 #include <bgtq/plan/plan_io.hpp>
 #include <bgtq/plot/figures.hpp>
 
-#include <cstdio>
 #include <iostream>
 #include <string>
 
@@ -30,7 +29,7 @@ void write_svg(const std::string& out, const std::string& svg, const std::string
     w.begin_object().key("plot").value(kind).key("output").value(out).key("bytes").value(svg.size()).end_object();
     std::cout << "\n";
   } else {
-    std::fprintf(stderr, "wrote %s (%zu bytes)\n", out.c_str(), svg.size());
+    cli::progress("wrote " + out + " (" + std::to_string(svg.size()) + " bytes)");
   }
 }
 

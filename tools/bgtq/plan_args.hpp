@@ -37,6 +37,9 @@ inline plan_options plan_options_from_args(args& a, double avg_bits) {
   o.seed = static_cast<std::uint64_t>(a.get_int("seed", 0x5eed, 0, (1L << 62)));
   o.norm_correction = a.flag("norm-correction");
   o.charge_radii = a.flag("charge-radii");
+  if (o.charge_radii && o.scope != alloc_scope::head)
+    throw usage_error("--charge-radii needs --scope head (the radii are charged to each head's own budget), not --scope " +
+                      scope);
   return o;
 }
 
