@@ -336,6 +336,15 @@ TEST_CASE("plan file: truncation at every length and trailing bytes", "[plan][pl
   require_error([&] { load(bytes_t{'B', 'G', 'T', 'X'}); }, errc::format_error, "bad magic at offset 3");
   require_error([&] { load(bytes_t{0x93, 'N', 'U', 'M', 'P', 'Y', 1, 0, 0, 0}); }, errc::format_error,
                 "not a blockgtq plan file: bad magic at offset 0");
+  // the JSON export given where the binary plan belongs: said so
+  const std::string js = "\n  {\"layers\": 2}";
+  require_error([&] { load(bytes_t(js.begin(), js.end())); }, errc::format_error,
+                "it looks like JSON: the JSON export (calibrate --json-out) is for reading");
+  try {
+    load(bytes_t{'B', 'G', 'T', 'X'});
+  } catch (const bgtq::error& e) {
+    CHECK_THAT(std::string(e.what()), !Catch::Contains("JSON"));
+  }
 }
 
 TEST_CASE("plan file: newer version, checksum and flags messages", "[plan][plan_io]") {

@@ -240,10 +240,17 @@ inline plan deserialize_plan(const void* bytes, std::size_t size, const std::str
   };
   // magic, offset 0
   for (std::size_t i = 0; i < 8 && i < size; ++i)
-    if (b[i] != detail::plan_magic[i])
+    if (b[i] != detail::plan_magic[i]) {
+      std::size_t first = 0;  // a JSON export (calibrate --json-out) starts with '{' after any blanks
+      while (first < size && first < 64 && (b[first] == ' ' || b[first] == '\t' || b[first] == '\n' || b[first] == '\r')) ++first;
+      const bool json = first < size && b[first] == '{';
       fail(errc::format_error, name + ": not a blockgtq plan file: bad magic at offset " + std::to_string(i) +
                                    " (the file starts with \"" + detail::printable_bytes(b, size < 8 ? size : 8) +
-                                   "\", expected \"BGTQPLAN\")");
+                                   "\", expected \"BGTQPLAN\")" +
+                                   (json ? "; it looks like JSON: the JSON export (calibrate --json-out) is for reading, "
+                                           "plans load from the binary file (calibrate -o)"
+                                         : ""));
+    }
   if (size < 8) trunc(8, "magic");
   // version, offset 8
   if (size < 12) trunc(12, "format version field");
