@@ -40,6 +40,9 @@ TEST_CASE("xml_escape escapes markup and drops forbidden control characters", "[
   CHECK(xml_escape("a<b>&\"c\"'d'") == "a&lt;b&gt;&amp;&quot;c&quot;&apos;d&apos;");
   CHECK(xml_escape(std::string("x\x01y\tz", 5)) == "xy\tz");
   CHECK(xml_escape("s\xE1\xB5\xA2 \xE2\x88\x92") == "s\xE1\xB5\xA2 \xE2\x88\x92");  // UTF-8 passes through
+  // bytes of no valid UTF-8 sequence become U+FFFD; the non-characters U+FFFE / U+FFFF go
+  CHECK(xml_escape("a\xFF" "b\xC3") == "a\xEF\xBF\xBD" "b\xEF\xBF\xBD");
+  CHECK(xml_escape("x\xEF\xBF\xBEy\xEF\xBF\xBFz\xEF\xBF\xBD") == "xyz\xEF\xBF\xBD");
 }
 
 TEST_CASE("every element kind gives a well-formed document, hostile text included", "[plot][svg]") {

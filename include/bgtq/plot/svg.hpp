@@ -20,15 +20,31 @@
 #include <utility>
 #include <vector>
 
+#include "../core/utf8.hpp"
+
 namespace bgtq::plot {
 
-//! Escapes the five XML special characters (& < > " ') and drops control characters
-//! that XML 1.0 forbids (all below 0x20 except tab, newline and carriage return).
+//! Escapes the five XML special characters (& < > " '), drops control characters that
+//! XML 1.0 forbids (all below 0x20 except tab, newline and carriage return) and the
+//! non-characters U+FFFE / U+FFFF, and writes U+FFFD for a byte that starts no valid UTF-8
+//! sequence (the SVG declares UTF-8; one stray byte would make it unreadable).
 inline std::string xml_escape(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  for (char ch : s) {
-    const unsigned char c = static_cast<unsigned char>(ch);
+  const auto* b = reinterpret_cast<const unsigned char*>(s.data());
+  for (std::size_t i = 0; i < s.size(); ++i) {
+    const char ch = s[i];
+    const unsigned char c = b[i];
+    if (c >= 0x80) {
+      const int len = bgtq::detail::utf8_sequence_length(b + i, s.size() - i);
+      if (len == 0) {
+        out += bgtq::detail::utf8_replacement;
+      } else {
+        if (!(len == 3 && c == 0xEF && b[i + 1] == 0xBF && b[i + 2] >= 0xBE)) out.append(s.data() + i, static_cast<std::size_t>(len));
+        i += static_cast<std::size_t>(len) - 1;
+      }
+      continue;
+    }
     switch (ch) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;
