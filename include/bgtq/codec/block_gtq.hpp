@@ -45,6 +45,9 @@ class block_gtq_codec {
     BGTQ_REQUIRE(static_cast<int>(hp.widths.size()) == rope.num_blocks(), errc::shape_mismatch,
                  "head plan has " + std::to_string(hp.widths.size()) + " widths for " +
                      std::to_string(rope.num_blocks()) + " RoPE blocks");
+    // the groups must cover the layout's blocks exactly once (a hand-built head plan with
+    // a block past the layout would make append read outside the token's row)
+    validate_head(hp, rope.num_blocks(), "head plan");
     std::size_t off = 0;
     for (const group_spec& g : hp.groups) {
       if (g.bits == 0) continue;

@@ -152,6 +152,43 @@ inline head_plan make_head_plan(const std::vector<int>& widths, std::uint64_t he
   return hp;
 }
 
+//! Checks one head plan against a layout of L RoPE blocks: L widths; groups in order of
+//! their first block, each non-empty, of 0-8 bits, with a known rotation (Hadamard only at
+//! a power-of-two dimension), its blocks ascending in [0, L) with that width; every block
+//! in exactly one group. Throws bgtq::error(invalid_argument) with `where` ("plan: layer
+//! 3 kv_head 1") leading the message.
+inline void validate_head(const head_plan& hp, int L, const std::string& where) {
+  BGTQ_REQUIRE(static_cast<int>(hp.widths.size()) == L, errc::invalid_argument,
+               where + " has " + std::to_string(hp.widths.size()) + " widths, expected " + std::to_string(L));
+  std::vector<int> seen(static_cast<std::size_t>(L), 0);
+  int prev_first = -1;
+  for (std::size_t gi = 0; gi < hp.groups.size(); ++gi) {
+    const group_spec& g = hp.groups[gi];
+    const std::string gw = where + " group " + std::to_string(gi);
+    BGTQ_REQUIRE(g.bits >= 0 && g.bits <= 8, errc::invalid_argument, gw + " bits = " + std::to_string(g.bits));
+    BGTQ_REQUIRE(!g.blocks.empty(), errc::invalid_argument, gw + " is empty");
+    BGTQ_REQUIRE(g.blocks.front() > prev_first, errc::invalid_argument, gw + " is out of order");
+    prev_first = g.blocks.front();
+    BGTQ_REQUIRE(static_cast<unsigned>(g.rotation) <= 3u, errc::invalid_argument, gw + " rotation kind");
+    if (g.rotation == rotation_kind::hadamard)
+      BGTQ_REQUIRE((g.dim() & (g.dim() - 1)) == 0, errc::invalid_argument,
+                   gw + " uses hadamard at dimension " + std::to_string(g.dim()) + " (not a power of two)");
+    int last = -1;
+    for (int b : g.blocks) {
+      BGTQ_REQUIRE(b > last && b < L, errc::invalid_argument, gw + " block " + std::to_string(b) + " is out of range or order");
+      last = b;
+      BGTQ_REQUIRE(hp.widths[static_cast<std::size_t>(b)] == g.bits, errc::invalid_argument,
+                   gw + " block " + std::to_string(b) + " has width " + std::to_string(hp.widths[static_cast<std::size_t>(b)]) +
+                       " but the group has " + std::to_string(g.bits));
+      ++seen[static_cast<std::size_t>(b)];
+    }
+  }
+  for (int i = 0; i < L; ++i)
+    BGTQ_REQUIRE(seen[static_cast<std::size_t>(i)] == 1, errc::invalid_argument,
+                 where + " block " + std::to_string(i) + " appears in " + std::to_string(seen[static_cast<std::size_t>(i)]) +
+                     " groups");
+}
+
 //! Checks every invariant of a plan and throws bgtq::error(invalid_argument) naming the
 //! first problem (layer, head, group, block, value).
 inline void validate(const plan& p) {
@@ -191,39 +228,7 @@ inline void validate(const plan& p) {
                  "plan: scores[" + std::to_string(i) + "] (an energy) is negative or not finite");
   for (int l = 0; l < p.layers; ++l) {
     for (int h = 0; h < p.kv_heads; ++h) {
-      const head_plan& hp = p.head(l, h);
-      BGTQ_REQUIRE(static_cast<int>(hp.widths.size()) == L, errc::invalid_argument,
-                   "plan: " + where(l, h) + " has " + std::to_string(hp.widths.size()) + " widths, expected " +
-                       std::to_string(L));
-      std::vector<int> seen(static_cast<std::size_t>(L), 0);
-      int prev_first = -1;
-      for (std::size_t gi = 0; gi < hp.groups.size(); ++gi) {
-        const group_spec& g = hp.groups[gi];
-        const std::string gw = where(l, h) + " group " + std::to_string(gi);
-        BGTQ_REQUIRE(g.bits >= 0 && g.bits <= 8, errc::invalid_argument, "plan: " + gw + " bits = " + std::to_string(g.bits));
-        BGTQ_REQUIRE(!g.blocks.empty(), errc::invalid_argument, "plan: " + gw + " is empty");
-        BGTQ_REQUIRE(g.blocks.front() > prev_first, errc::invalid_argument, "plan: " + gw + " is out of order");
-        prev_first = g.blocks.front();
-        BGTQ_REQUIRE(static_cast<unsigned>(g.rotation) <= 3u, errc::invalid_argument, "plan: " + gw + " rotation kind");
-        if (g.rotation == rotation_kind::hadamard)
-          BGTQ_REQUIRE((g.dim() & (g.dim() - 1)) == 0, errc::invalid_argument,
-                       "plan: " + gw + " uses hadamard at dimension " + std::to_string(g.dim()) + " (not a power of two)");
-        int last = -1;
-        for (int b : g.blocks) {
-          BGTQ_REQUIRE(b > last && b < L, errc::invalid_argument,
-                       "plan: " + gw + " block " + std::to_string(b) + " is out of range or order");
-          last = b;
-          BGTQ_REQUIRE(hp.widths[static_cast<std::size_t>(b)] == g.bits, errc::invalid_argument,
-                       "plan: " + gw + " block " + std::to_string(b) + " has width " +
-                           std::to_string(hp.widths[static_cast<std::size_t>(b)]) + " but the group has " +
-                           std::to_string(g.bits));
-          ++seen[static_cast<std::size_t>(b)];
-        }
-      }
-      for (int i = 0; i < L; ++i)
-        BGTQ_REQUIRE(seen[static_cast<std::size_t>(i)] == 1, errc::invalid_argument,
-                     "plan: " + where(l, h) + " block " + std::to_string(i) + " appears in " +
-                         std::to_string(seen[static_cast<std::size_t>(i)]) + " groups");
+      validate_head(p.head(l, h), L, "plan: " + where(l, h));
     }
   }
   if (p.value_rotation == rotation_kind::hadamard)
