@@ -49,9 +49,16 @@ BGTQ_HOST_DEVICE float load_radius(const std::uint8_t* src, bool fp32) {
   return half_bits_to_float(static_cast<std::uint16_t>(src[0] | (src[1] << 8)));
 }
 
-//! The value a radius takes once stored (fp16 rounding and clamping, or exact fp32).
+//! The largest fp32 radius stored (2^100, about 1.27e30): a larger norm saturates there
+//! (counted in clamped_radii, direction kept), so that the decoders' rotations and decode
+//! attention's sums of weight x radius x centroid over up to 2^24 tokens stay finite
+//! (a radius near FLT_MAX overflowed both).
+inline constexpr float fp32_radius_max = 0x1p100f;
+
+//! The value a radius takes once stored (fp16 rounding and clamping at 65504, or fp32
+//! clamped at fp32_radius_max, otherwise exact).
 BGTQ_HOST_DEVICE float round_radius(float r, bool fp32) {
-  if (fp32) return r;
+  if (fp32) return r < fp32_radius_max ? r : fp32_radius_max;
   return stored_half(r);
 }
 

@@ -103,9 +103,10 @@ class tq_quantizer {
     alignas(64) float y[max_codec_dim];
     const float* dir = x;  // the vector whose direction is quantized, of norm dir_norm
     float dir_norm = r;
-    if (std::isinf(r)) {
-      // finite input whose squared norm overflows float: scale down by a power of two first
-      // (the direction comes from the scaled copy; r itself may still be +inf)
+    if (std::isinf(r) || r > detail::fp32_radius_max) {
+      // finite input whose squared norm overflows float, or so large that the rotation's
+      // sums could: scale down by a power of two first (exact; the direction comes from the
+      // scaled copy; r itself may still be +inf)
       float big = 0.0f;
       for (int j = 0; j < n; ++j) big = std::fmax(big, std::fabs(x[j]));
       const float s = std::ldexp(1.0f, -std::ilogb(big));
@@ -131,10 +132,7 @@ class tq_quantizer {
       const float cn = std::sqrt(detail::sum_squares(y, n));
       if (cn > 0.0f) rs = r / cn;
     }
-    if (fp32 && !(rs <= std::numeric_limits<float>::max())) {
-      rs = std::numeric_limits<float>::max();  // a norm beyond float's range (components near 3.4e38)
-      if (st) ++st->clamped_radii;
-    }
+    if (fp32 && !(rs <= detail::fp32_radius_max) && st) ++st->clamped_radii;  // stored as fp32_radius_max
     if (!fp32 && beyond_half(rs) && st) ++st->clamped_radii;
     radius = detail::round_radius(rs, fp32);
     return errc::ok;
