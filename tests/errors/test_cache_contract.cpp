@@ -1,9 +1,13 @@
 // Bad-input contract (docs/errors.md), cache and codec rows: one TEST_CASE per row.
+#include <bgtq/attention/decode.hpp>
+#include <bgtq/cache/factory.hpp>
 #include <bgtq/codec/block_gtq.hpp>
 #include <bgtq/codec/tq_quantizer.hpp>
 #include <bgtq/plan/build.hpp>
 
+#include <cmath>
 #include <limits>
+#include <span>
 #include <string>
 
 #include "cache_util.hpp"
@@ -61,6 +65,28 @@ TEST_CASE("errors row 4: a cache whose shape does not match the plan (layers, KV
   // a head plan applied to another head geometry
   require_error([&] { (void)bgtq::block_gtq_codec(p.head(0, 0), bgtq::rope_layout(16, bgtq::rope_pairing::half), {}); },
                 errc::shape_mismatch, {"4 widths for 8 RoPE blocks"});
+  // a hand-built head plan whose groups do not cover the layout's blocks exactly once: a
+  // block past the layout (append would read outside the token's row), a block in two
+  // groups, a block in none, a group whose bits differ from its blocks' widths
+  {
+    const bgtq::rope_layout rope(8, bgtq::rope_pairing::half);
+    const auto bad = [&](auto edit, const char* needle) {
+      bgtq::head_plan hp = bgtq::make_head_plan({3, 3, 3, 3}, 7);
+      edit(hp);
+      require_error([&] { (void)bgtq::block_gtq_codec(hp, rope, {}); }, errc::invalid_argument, {needle});
+    };
+    bad([](bgtq::head_plan& hp) { hp.groups[0].blocks.push_back(40); }, "block 40 is out of range");
+    bad([](bgtq::head_plan& hp) { hp.groups.push_back(hp.groups[0]); }, "out of order");
+    bad([](bgtq::head_plan& hp) { hp.groups[0].blocks.pop_back(); }, "block 3 appears in 0 groups");
+    bad([](bgtq::head_plan& hp) { hp.groups[0].bits = 2; }, "has width 3 but the group has 2");
+    // and a page size the layout cannot hold, in the byte accounting too
+    const bgtq::block_gtq_codec codec(bgtq::make_head_plan({3, 3, 3, 3}, 7), rope, {});
+    for (const int P : {0, -64, 10, 8192}) {
+      const std::string needle = "page_tokens " + std::to_string(P) + " must be a multiple of 64";
+      require_error([&] { (void)bgtq::stored_bytes_per_token(codec, P); }, errc::invalid_argument, {needle.c_str()});
+    }
+    CHECK(bgtq::stored_bytes_per_token(codec, 64) > 0.0);
+  }
   // fp16 and KIVI states built for another shape
   require_error([] { (void)bgtq::fp16_cache<>(config(2, 2, 4, 8, 2), bgtq::fp16_states(2, 2, 6), bgtq::fp16_states(2, 2, 6)); },
                 errc::shape_mismatch, {"head_dim 6/6, cache has 8"});
@@ -149,12 +175,28 @@ TEST_CASE("errors: bad sizes are bgtq::errors naming the value, also for a pool 
   // with its size (not std::bad_alloc, which AddressSanitizer would turn into an abort)
   require_error([] { (void)bgtq::fp16_cache<>(config(4, 8, 8, 1024, std::numeric_limits<int>::max()),
                                              bgtq::fp16_states(4, 8, 1024), bgtq::fp16_states(4, 8, 1024)); },
-                errc::capacity_exhausted, {"beyond 64 TiB"});
+                errc::capacity_exhausted, {"beyond the pool limit of"});
   // a pool whose size wraps around 2^64 (2048 x 8 parts of 16 MiB per page, 2^26 pages =
   // 2^64 bytes exactly): refused the same way, not a tiny pool written out of bounds
   require_error([] { (void)bgtq::fp16_cache<>(config(2048, 8, 8, 1024, 1 << 26, 0, 0, 4096),
                                              bgtq::fp16_states(2048, 8, 1024), bgtq::fp16_states(2048, 8, 1024)); },
-                errc::capacity_exhausted, {"beyond 64 TiB"});
+                errc::capacity_exhausted, {"beyond the pool limit of"});
+  // under AddressSanitizer (whose allocator aborts above 1 TiB) a 2 TiB pool (2^23 pages
+  // of 256 KiB at D = 1024, one head) is refused up front, not an abort; a plain build
+  // would try to allocate it, which depends on the machine's overcommit policy
+  if constexpr (BGTQ_ASAN)
+    require_error([] { (void)bgtq::fp16_cache<>(config(1, 1, 1, 1024, 1 << 23), bgtq::fp16_states(1, 1, 1024), bgtq::fp16_states(1, 1, 1024)); },
+                  errc::capacity_exhausted, {"beyond the pool limit of 1 TiB"});
+  // q_heads beyond a plan's 65536 and a nonfinite policy that is not one: refused
+  require_error([] { (void)bgtq::fp16_cache<>(config(1, 1, 1 << 20, 8, 2), bgtq::fp16_states(1, 1, 8), bgtq::fp16_states(1, 1, 8)); },
+                errc::invalid_argument, {"q_heads = 1048576 (must be at most 65536)"});
+  require_error(
+      [] {
+        bgtq::cache_config c = config(1, 1, 2, 8, 2);
+        c.nonfinite = static_cast<bgtq::nonfinite_policy>(7);
+        (void)gtq_cache(c, 1);
+      },
+      errc::invalid_argument, {"nonfinite = 7 is not a nonfinite_policy"});
   require_error([] { (void)bgtq::uniform_plan(1, -1, 2, bgtq::rope_layout(8, bgtq::rope_pairing::half), 3); },
                 errc::invalid_argument, {"kv_heads = -1"});
   require_error([] { (void)bgtq::fp16_states(-1, 8, 128); }, errc::invalid_argument, {"layers = -1"});
@@ -274,7 +316,7 @@ TEST_CASE("errors row 17: fp16 radii of norms above 65504 are clamped to 65504 a
   }
 }
 
-TEST_CASE("errors row 18: fp32 radii never clamp: large norms are stored and decoded at scale", "[errors]") {
+TEST_CASE("errors row 18: fp32 radii keep norms up to 2^100 exactly, and saturate there beyond", "[errors]") {
   const int D = 8;
   // Scaling by a power of two is exact through the encoder (direction, norm, fp32
   // radius) and the decoder, so a token with components +-2^e decodes to exactly 2^e
@@ -294,24 +336,37 @@ TEST_CASE("errors row 18: fp32 radii never clamp: large norms are stored and dec
   };
   const auto unit = decoded(1.0f);
   REQUIRE(norm(std::vector<float>(unit.begin(), unit.begin() + D)) == Approx(std::sqrt(8.0)).epsilon(0.3));  // a 2-bit-ish decode
-  for (const int e : {20, 100}) {  // components ~1e6 and ~1.3e30
+  for (const int e : {20, 98}) {  // components ~1e6 and ~3.2e29 (norms up to 2^99.5)
     INFO("components 2^" << e);
     const auto x = decoded(std::ldexp(1.0f, e));
     for (int j = 0; j < 2 * D; ++j) REQUIRE(x[static_cast<std::size_t>(j)] == std::ldexp(unit[static_cast<std::size_t>(j)], e));
     REQUIRE(x[3] < 0.0f);
   }
-  // the one exception: a norm beyond float's range (components near 3.4e38) is stored as
-  // FLT_MAX and counted; the direction is kept
-  std::vector<float> k(D, 3e38f), v(D, -3e38f);
-  k[3] = -3e38f;
+  // a norm above 2^100 (here components near 3.4e38, whose squares overflow float) is
+  // stored as 2^100 and counted; the direction is kept, and the decodes and the attention
+  // over such tokens stay finite (at FLT_MAX the value's 8-D rotation overflowed to NaN)
+  std::vector<float> k(2 * D, 3e38f), v(2 * D, -3e38f);
+  k[3] = k[D + 3] = -3e38f;
+  v[5] = v[D + 5] = 2e38f;
   auto cache = gtq_cache(config(1, 1, 1, D, 1), 18, bgtq::radius_format::fp32);
   const int s = cache.add_sequence();
-  cache.append(s, 0, k.data(), v.data(), 1);
-  REQUIRE(cache.stats().clamped_radii == 4 + 1);  // four 2-D key groups and the 8-D value
-  std::vector<float> x(D);
+  cache.append(s, 0, k.data(), v.data(), 2);
+  REQUIRE(cache.stats().clamped_radii == 2 * (4 + 1));  // per token: four 2-D key groups and the 8-D value
+  std::vector<float> x(D), y(D);
   cache.decode_key(s, 0, 0, 0, x.data());
-  REQUIRE(x[3] < -1e37f);
-  REQUIRE(x[0] > 1e37f);
+  cache.decode_value(s, 0, 0, 0, y.data());
+  for (int j = 0; j < D; ++j) {
+    REQUIRE(std::isfinite(x[static_cast<std::size_t>(j)]));
+    REQUIRE(std::isfinite(y[static_cast<std::size_t>(j)]));
+  }
+  REQUIRE(x[3] < -1e29f);
+  REQUIRE(x[0] > 1e29f);
+  REQUIRE(y[0] < -1e28f);
+  std::vector<float> q(D, 1e-30f), out(D);  // scores of order 1: a finite softmax
+  bgtq::attention_workspace ws(cache);
+  bgtq::decode_attention(cache, 0, std::span<const int>(&s, 1), q.data(), out.data(), ws);
+  for (int j = 0; j < D; ++j) REQUIRE(std::isfinite(out[static_cast<std::size_t>(j)]));
+  REQUIRE(out[0] < -1e28f);
 }
 
 TEST_CASE("errors row 19: fp16 windows and fp16 pages clamp values beyond 65504 and count them", "[errors]") {

@@ -2,12 +2,14 @@
 // table row, named "errors row N: ...".
 #include <bgtq/allocate/allocate.hpp>
 #include <bgtq/io/npy.hpp>
+#include <bgtq/plan/build.hpp>
 #include <bgtq/plan/plan.hpp>
 #include <bgtq/plan/plan_io.hpp>
 
 #include <cmath>
 #include <fstream>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "errors_util.hpp"
@@ -115,6 +117,15 @@ TEST_CASE("errors row 6: a bit width outside 0..8 is an invalid_argument naming 
   p = small_plan();
   p.value_bits = 12;
   require_error([&] { bgtq::validate(p); }, bgtq::errc::invalid_argument, {"value_bits = 12"});
+  // build_plan's value_bits: -1 means round(avg_bits); anything else outside 0..8 is refused
+  const bgtq::rope_layout rope(8, bgtq::rope_pairing::half);
+  for (const int vb : {-2, -100, 9}) {
+    bgtq::plan_options o;
+    o.value_bits = vb;
+    const std::string needle = "value_bits = " + std::to_string(vb);
+    require_error([&] { (void)bgtq::build_plan(1, 1, 1, rope, std::vector<double>(4, 1.0), o); }, bgtq::errc::invalid_argument,
+                  {needle.c_str(), "0 .. 8, or -1"});
+  }
   // the allocators' width range
   const std::vector<double> s = {1, 2, 3};
   require_error([&] { (void)bgtq::greedy_allocator::allocate({.scores = s, .budget = 9, .b_min = 1, .b_max = 9}); },

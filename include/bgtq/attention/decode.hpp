@@ -14,6 +14,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <new>
 #include <span>
 #include <string>
 #include <vector>
@@ -74,7 +75,13 @@ class attention_workspace {
     const auto n = sizes();
     std::size_t total = 0;
     for (std::size_t k = 0; k < buffers; ++k) total = place(total, k) + n[k] + redzone;
-    arena_.assign(total + 16, 0.0f);  // + room to align the base to 64 bytes
+    try {
+      arena_.assign(total + 16, 0.0f);  // + room to align the base to 64 bytes
+    } catch (const std::bad_alloc&) {
+      fail(errc::capacity_exhausted, "attention_workspace: cannot allocate " + std::to_string(total + 16) +
+                                         " floats of scratch (G = " + std::to_string(G_) + " query heads per KV head, a window of " +
+                                         std::to_string(window_) + " tokens)");
+    }
     bind();
     poison(true);
     state.assign(static_cast<std::size_t>(G_), softmax_state{-INFINITY, 0.0f});

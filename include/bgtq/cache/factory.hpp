@@ -48,8 +48,14 @@ inline block_gtq_codec plan_value_codec(const plan& p, int layer, int h) {
 //! part for a key codec, the value part for a value codec): the bit-plane layout packs
 //! b-bit codes with no per-group rounding, unlike block_gtq_codec::bytes() (one
 //! token-major record, each group rounded up to whole bytes).
+//! @throws bgtq::error(invalid_argument) for a page size the layout cannot hold (as
+//!         cache_config's page_tokens).
 template <class Layout = bit_plane_layout>
 double stored_bytes_per_token(const block_gtq_codec& c, int page_tokens = 64) {
+  BGTQ_REQUIRE(page_tokens >= Layout::page_multiple && page_tokens % Layout::page_multiple == 0 && page_tokens <= 4096,
+               errc::invalid_argument,
+               "stored_bytes_per_token: page_tokens " + std::to_string(page_tokens) + " must be a multiple of " +
+                   std::to_string(Layout::page_multiple) + " (layout " + Layout::name + "), at most 4096");
   gtq_pages::head_state s = gtq_pages::make(c);
   return static_cast<double>(gtq_pages::configure<Layout>(s, page_tokens)) / static_cast<double>(page_tokens);
 }

@@ -88,9 +88,10 @@ class kv_cache {
     key_bytes_.resize(nh);
     std::size_t off = 0;
     // a pool no machine holds is an error naming its size, not std::bad_alloc (nor, under
-    // AddressSanitizer, an abort on the allocation size); checked before each product and
-    // sum, which would otherwise wrap around 2^64 into a small pool
-    constexpr std::size_t pool_limit = std::size_t{1} << 46;
+    // AddressSanitizer, an abort on the allocation size: its allocator's limit is 1 TiB, so
+    // the limit is that there); checked before each product and sum, which would
+    // otherwise wrap around 2^64 into a small pool
+    constexpr std::size_t pool_limit = std::size_t{1} << (BGTQ_ASAN ? 40 : 46);
     for (std::size_t i = 0; i < nh; ++i) {
       BGTQ_REQUIRE(keys_[i].dim() == cfg_.head_dim && values_[i].dim() == cfg_.head_dim, errc::shape_mismatch,
                    "kv_cache: codec state " + std::to_string(i) + " has head_dim " + std::to_string(keys_[i].dim()) +
@@ -102,7 +103,8 @@ class kv_cache {
       if (pages > 0 && (head_bytes_[i] > pool_limit / pages || off > pool_limit - head_bytes_[i] * pages))
         fail(errc::capacity_exhausted, "kv_cache: a pool of " + std::to_string(cfg_.max_pages) + " pages of " + std::to_string(nh) +
                                            " (layer, KV head) parts of up to " + std::to_string(head_bytes_[i]) +
-                                           " bytes each is beyond 64 TiB");
+                                           " bytes each is beyond the pool limit of " +
+                                           (BGTQ_ASAN ? "1 TiB (AddressSanitizer's allocator)" : "64 TiB"));
       off += head_bytes_[i] * pages;
       page_bytes_ += head_bytes_[i];
     }
@@ -414,12 +416,19 @@ class kv_cache {
     BGTQ_REQUIRE(c.q_heads >= c.kv_heads && c.q_heads % c.kv_heads == 0, errc::invalid_argument,
                  "cache_config: q_heads " + std::to_string(c.q_heads) + " is not a multiple of kv_heads " +
                      std::to_string(c.kv_heads));
+    // as a plan's (max_plan_q_heads): the decode workspace holds G = q_heads / kv_heads
+    // heads' scores, so an unbounded G would surface as std::bad_alloc there
+    BGTQ_REQUIRE(c.q_heads <= 65536, errc::invalid_argument,
+                 "cache_config: q_heads = " + std::to_string(c.q_heads) + " (must be at most 65536)");
     BGTQ_REQUIRE(c.page_tokens >= Layout::page_multiple && c.page_tokens % Layout::page_multiple == 0 &&
                      c.page_tokens % block_tokens == 0 && c.page_tokens <= 4096,
                  errc::invalid_argument,
                  "cache_config: page_tokens " + std::to_string(c.page_tokens) + " must be a multiple of " +
                      std::to_string(Layout::page_multiple) + " (layout " + Layout::name + ") and of " +
-                     std::to_string(block_tokens));
+                     std::to_string(block_tokens) + ", at most 4096");
+    BGTQ_REQUIRE(c.nonfinite == nonfinite_policy::reject || c.nonfinite == nonfinite_policy::zero, errc::invalid_argument,
+                 "cache_config: nonfinite = " + std::to_string(static_cast<int>(c.nonfinite)) +
+                     " is not a nonfinite_policy (reject or zero)");
     BGTQ_REQUIRE(c.max_pages >= 0, errc::invalid_argument,
                  "cache_config: max_pages = " + std::to_string(c.max_pages) + " (must be >= 0)");
     BGTQ_REQUIRE(c.sink >= 0 && c.sink <= 65536, errc::invalid_argument,

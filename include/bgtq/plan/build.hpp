@@ -58,6 +58,8 @@ inline plan build_plan(int layers, int kv_heads, int q_heads, const rope_layout&
   BGTQ_REQUIRE(scores.size() == nh * static_cast<std::size_t>(L), errc::shape_mismatch,
                "build_plan: " + std::to_string(scores.size()) + " energies for " + std::to_string(layers) + " layers x " +
                    std::to_string(kv_heads) + " KV heads x " + std::to_string(L) + " blocks");
+  BGTQ_REQUIRE(opt.value_bits >= -1 && opt.value_bits <= 8, errc::invalid_argument,
+               "build_plan: value_bits = " + std::to_string(opt.value_bits) + " (0 .. 8, or -1 for round(avg_bits))");
   const int vb = opt.value_bits >= 0 ? opt.value_bits : static_cast<int>(std::clamp(std::lround(opt.avg_bits), 0L, 8L));
   BGTQ_REQUIRE(vb >= 0 && vb <= 8, errc::invalid_argument, "build_plan: value bits " + std::to_string(vb) + " outside 0..8");
   const distortion_table dt = plan_distortion(opt, rope.head_dim);
