@@ -23,11 +23,9 @@ endforeach()
 
 # stdout closed by its reader (a pipe into a command that exits at once): exit 1 with the
 # same io_error, not a silent death by SIGPIPE (status 141 under a shell). The result is
-# larger than a pipe's buffer, so the write cannot land before the reader is gone.
-set(scores "")
-foreach(i RANGE 1 2000)
-  string(APPEND scores "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25\n")
-endforeach()
+# far larger than a pipe's or a socket pair's buffer (about 1 MB of JSON for 500000
+# blocks), so the write cannot land before the reader is gone.
+string(REPEAT "1 2 3 4 5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25\n" 20000 scores)
 file(WRITE ${WORK}/many_scores.txt "${scores}")
 execute_process(COMMAND ${BGTQ} allocate --scores ${WORK}/many_scores.txt --avg-bits 2 --json
                 COMMAND ${CMAKE_COMMAND} -E true
