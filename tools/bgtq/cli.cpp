@@ -82,6 +82,12 @@ void warn(const std::string& cmd, const std::string& text, const std::string& pr
   std::fflush(stderr);
 }
 
+bool takes_next_as_value(const std::string& arg, const std::vector<std::string>& flags) {
+  if (!looks_like_option(arg)) return false;
+  const std::string name = arg == "-o" ? "o" : arg.substr(2);
+  return name.find('=') == std::string::npos && name != "quiet" && std::find(flags.begin(), flags.end(), name) == flags.end();
+}
+
 args::args(int argc, char** argv, int first, std::vector<std::string> flags) : flag_names_(std::move(flags)) {
   flag_names_.push_back("quiet");
   for (int i = first; i < argc; ++i) {
@@ -170,6 +176,22 @@ bool parse_decimal(std::string_view tok, double& v) {
   const std::string copy(tok);  // NUL-terminated for strtod (`tok` holds no NUL: it parsed whole)
   v = std::strtod(copy.c_str(), nullptr);
   return true;
+}
+
+std::uint64_t parse_uint64(const std::string& s, const std::string& what) {
+  std::string_view digits = without_plus(s);
+  int base = 10;
+  if (digits.size() > 2 && digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X')) {
+    digits.remove_prefix(2);
+    base = 16;
+  }
+  unsigned long long v = 0;
+  const char* const end = digits.data() + digits.size();
+  const auto [ptr, ec] = digits.empty() ? std::from_chars_result{end, std::errc::invalid_argument}
+                                        : std::from_chars(digits.data(), end, v, base);
+  if (ec != std::errc{} || ptr != end)
+    throw usage_error(what + ": '" + s + "' is not an unsigned 64-bit integer (decimal or 0x hex)");
+  return v;
 }
 
 long parse_int(const std::string& s, const std::string& what) {

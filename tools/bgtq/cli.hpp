@@ -4,6 +4,7 @@
 // Each subcommand lives in its own cmd_<name>.cpp and registers itself with
 // `static bgtq::cli::registrar reg{{"name", "summary", "usage", &run}};`.
 
+#include <cstdint>
 #include <cstdlib>
 #include <map>
 #include <optional>
@@ -62,6 +63,14 @@ class args {
 
 //! How an option is spelled on the command line: "-o" or "--name".
 std::string option_name(const std::string& name);
+
+//! Whether args reads the argument after `arg` as arg's value: `arg` is an option ("-o",
+//! "--name") that is not one of the command's `flags` (nor --quiet) and has no "=value".
+bool takes_next_as_value(const std::string& arg, const std::vector<std::string>& flags);
+
+//! An unsigned 64-bit integer, decimal or 0x-prefixed hex (an optional leading '+';
+//! "010" is ten), or usage_error naming `what`.
+std::uint64_t parse_uint64(const std::string& s, const std::string& what);
 
 //! True if `tok` is a decimal number and nothing else: an optional sign, digits with an
 //! optional '.', an optional exponent ("-1", "+0.5", "2.", ".5", "3e-2"), or inf/nan in

@@ -1,7 +1,6 @@
 // bgtq synth: writes synthetic post-RoPE Q/K and V activations (include/bgtq/synth/synth.hpp,
 // docs/synth.md) as DIR/q.npy [L,T,Hq,D], DIR/k.npy and DIR/v.npy [L,T,Hkv,D], float32.
 #include <algorithm>
-#include <charconv>
 #include <filesystem>
 #include <iostream>
 #include <string>
@@ -49,23 +48,7 @@ int run(bgtq::cli::args& a) {
   a.finish();
   if (dir.empty()) throw bgtq::cli::usage_error("-o: the output directory is empty");
 
-  // seed: any unsigned 64-bit integer, decimal or 0x-prefixed hex ("010" is ten, not
-  // strtoull's octal eight)
-  {
-    std::string_view digits = seed_text;
-    if (!digits.empty() && digits[0] == '+') digits.remove_prefix(1);
-    int base = 10;
-    if (digits.size() > 2 && digits[0] == '0' && (digits[1] == 'x' || digits[1] == 'X')) {
-      digits.remove_prefix(2);
-      base = 16;
-    }
-    unsigned long long s = 0;
-    const char* const end = digits.data() + digits.size();
-    const auto [ptr, ec] = std::from_chars(digits.data(), end, s, base);
-    if (digits.empty() || ec != std::errc{} || ptr != end)
-      throw bgtq::cli::usage_error("--seed: '" + seed_text + "' is not an unsigned 64-bit integer (decimal or 0x hex)");
-    c.seed = s;
-  }
+  c.seed = bgtq::cli::parse_uint64(seed_text, "--seed");  // decimal or 0x hex ("010" is ten)
   // size and geometry problems are usage errors (exit 2), reported with the library's message
   try {
     if (dim % 2 != 0) throw bgtq::cli::usage_error("--dim must be even, got " + std::to_string(dim));

@@ -44,12 +44,7 @@ void install_signal_handlers() {
 bool asks_for_help(char** argv, int i, const std::vector<std::string>& flags) {
   if (!std::strcmp(argv[i], "--help")) return true;
   if (std::strcmp(argv[i], "-h") != 0) return false;
-  if (i <= 2) return true;
-  const std::string prev = argv[i - 1];
-  const bool prev_takes_value = prev == "-o" || (prev.rfind("--", 0) == 0 && prev.size() > 2 &&
-                                                 std::find(flags.begin(), flags.end(), prev.substr(2)) == flags.end() &&
-                                                 prev != "--quiet");
-  return !prev_takes_value;
+  return i <= 2 || !bgtq::cli::takes_next_as_value(argv[i - 1], flags);
 }
 void print_help() {
   auto& cmds = bgtq::cli::registry();

@@ -52,10 +52,7 @@ inline block_gtq_codec plan_value_codec(const plan& p, int layer, int h) {
 //!         cache_config's page_tokens).
 template <class Layout = bit_plane_layout>
 double stored_bytes_per_token(const block_gtq_codec& c, int page_tokens = 64) {
-  BGTQ_REQUIRE(page_tokens >= Layout::page_multiple && page_tokens % Layout::page_multiple == 0 && page_tokens <= 4096,
-               errc::invalid_argument,
-               "stored_bytes_per_token: page_tokens " + std::to_string(page_tokens) + " must be a multiple of " +
-                   std::to_string(Layout::page_multiple) + " (layout " + Layout::name + "), at most 4096");
+  check_page_tokens<Layout>(page_tokens, 0, "stored_bytes_per_token");
   gtq_pages::head_state s = gtq_pages::make(c);
   return static_cast<double>(gtq_pages::configure<Layout>(s, page_tokens)) / static_cast<double>(page_tokens);
 }

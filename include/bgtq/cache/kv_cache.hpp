@@ -35,6 +35,7 @@
 #include "../core/error.hpp"
 #include "../core/half.hpp"
 #include "../core/simd.hpp"
+#include "../plan/plan.hpp"
 #include "page_layout.hpp"
 
 namespace bgtq {
@@ -418,14 +419,10 @@ class kv_cache {
                      std::to_string(c.kv_heads));
     // as a plan's (max_plan_q_heads): the decode workspace holds G = q_heads / kv_heads
     // heads' scores, so an unbounded G would surface as std::bad_alloc there
-    BGTQ_REQUIRE(c.q_heads <= 65536, errc::invalid_argument,
-                 "cache_config: q_heads = " + std::to_string(c.q_heads) + " (must be at most 65536)");
-    BGTQ_REQUIRE(c.page_tokens >= Layout::page_multiple && c.page_tokens % Layout::page_multiple == 0 &&
-                     c.page_tokens % block_tokens == 0 && c.page_tokens <= 4096,
-                 errc::invalid_argument,
-                 "cache_config: page_tokens " + std::to_string(c.page_tokens) + " must be a multiple of " +
-                     std::to_string(Layout::page_multiple) + " (layout " + Layout::name + ") and of " +
-                     std::to_string(block_tokens) + ", at most 4096");
+    BGTQ_REQUIRE(c.q_heads <= max_plan_q_heads, errc::invalid_argument,
+                 "cache_config: q_heads = " + std::to_string(c.q_heads) + " (must be at most " +
+                     std::to_string(max_plan_q_heads) + ")");
+    check_page_tokens<Layout>(c.page_tokens, block_tokens, "cache_config");
     BGTQ_REQUIRE(c.nonfinite == nonfinite_policy::reject || c.nonfinite == nonfinite_policy::zero, errc::invalid_argument,
                  "cache_config: nonfinite = " + std::to_string(static_cast<int>(c.nonfinite)) +
                      " is not a nonfinite_policy (reject or zero)");

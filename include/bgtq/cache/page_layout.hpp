@@ -19,8 +19,10 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 
 #include "../config.hpp"
+#include "../core/error.hpp"
 #include "../core/vec16.hpp"
 #include "../pack/bit_tight.hpp"
 
@@ -205,5 +207,18 @@ struct token_major_layout {
     return simd::iload(c);
   }
 };
+
+//! Throws bgtq::error(invalid_argument) unless pages of `page_tokens` tokens fit Layout: a
+//! multiple of Layout::page_multiple (and, when `block` > 0, of a codec's block of tokens),
+//! at most 4096. `who` leads the message ("cache_config").
+template <class Layout>
+void check_page_tokens(int page_tokens, int block, const std::string& who) {
+  BGTQ_REQUIRE(page_tokens >= Layout::page_multiple && page_tokens % Layout::page_multiple == 0 &&
+                   (block <= 0 || page_tokens % block == 0) && page_tokens <= 4096,
+               errc::invalid_argument,
+               who + ": page_tokens " + std::to_string(page_tokens) + " must be a multiple of " +
+                   std::to_string(Layout::page_multiple) + " (layout " + Layout::name + ")" +
+                   (block > 0 ? " and of " + std::to_string(block) : std::string()) + ", at most 4096");
+}
 
 }  // namespace bgtq

@@ -5,6 +5,8 @@
 //! UTF-8 sequence would make the whole JSON or SVG file unreadable to a strict parser.
 
 #include <cstddef>
+#include <string>
+#include <string_view>
 
 namespace bgtq::detail {
 
@@ -36,5 +38,26 @@ inline int utf8_sequence_length(const unsigned char* p, std::size_t n) noexcept 
 
 //! U+FFFD REPLACEMENT CHARACTER, written for each byte that starts no valid sequence.
 inline constexpr const char* utf8_replacement = "\xEF\xBF\xBD";
+
+//! `s` as valid UTF-8: each byte that starts no valid sequence becomes U+FFFD; with
+//! `drop_noncharacters`, U+FFFE and U+FFFF (valid UTF-8 that XML forbids) are left out.
+//! ASCII is copied as is, for the caller's own escaping.
+inline std::string utf8_sanitized(std::string_view s, bool drop_noncharacters = false) {
+  std::string out;
+  out.reserve(s.size());
+  const auto* b = reinterpret_cast<const unsigned char*>(s.data());
+  for (std::size_t i = 0; i < s.size();) {
+    const int len = utf8_sequence_length(b + i, s.size() - i);
+    if (len == 0) {
+      out += utf8_replacement;
+      ++i;
+      continue;
+    }
+    const bool nonchar = len == 3 && b[i] == 0xEF && b[i + 1] == 0xBF && b[i + 2] >= 0xBE;
+    if (!(drop_noncharacters && nonchar)) out.append(s.data() + i, static_cast<std::size_t>(len));
+    i += static_cast<std::size_t>(len);
+  }
+  return out;
+}
 
 }  // namespace bgtq::detail

@@ -122,20 +122,8 @@ class json_writer {
   //! name, say) becomes U+FFFD, so the document stays valid UTF-8.
   void write_string(std::string_view s) {
     os_ << '"';
-    const auto* b = reinterpret_cast<const unsigned char*>(s.data());
-    for (std::size_t i = 0; i < s.size(); ++i) {
-      const unsigned char c = b[i];
-      const char ch = s[i];
-      if (c >= 0x80) {
-        const int len = detail::utf8_sequence_length(b + i, s.size() - i);
-        if (len == 0) {
-          os_ << detail::utf8_replacement;
-        } else {
-          os_.write(s.data() + i, len);
-          i += static_cast<std::size_t>(len) - 1;
-        }
-        continue;
-      }
+    for (char ch : detail::utf8_sanitized(s)) {
+      const unsigned char c = static_cast<unsigned char>(ch);
       switch (c) {
         case '"': os_ << "\\\""; break;
         case '\\': os_ << "\\\\"; break;

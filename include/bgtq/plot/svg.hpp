@@ -31,20 +31,8 @@ namespace bgtq::plot {
 inline std::string xml_escape(std::string_view s) {
   std::string out;
   out.reserve(s.size());
-  const auto* b = reinterpret_cast<const unsigned char*>(s.data());
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    const char ch = s[i];
-    const unsigned char c = b[i];
-    if (c >= 0x80) {
-      const int len = bgtq::detail::utf8_sequence_length(b + i, s.size() - i);
-      if (len == 0) {
-        out += bgtq::detail::utf8_replacement;
-      } else {
-        if (!(len == 3 && c == 0xEF && b[i + 1] == 0xBF && b[i + 2] >= 0xBE)) out.append(s.data() + i, static_cast<std::size_t>(len));
-        i += static_cast<std::size_t>(len) - 1;
-      }
-      continue;
-    }
+  for (char ch : bgtq::detail::utf8_sanitized(s, true)) {
+    const unsigned char c = static_cast<unsigned char>(ch);
     switch (ch) {
       case '&': out += "&amp;"; break;
       case '<': out += "&lt;"; break;
