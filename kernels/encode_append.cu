@@ -5,13 +5,16 @@
 // Grid (ceil(tokens/32), Hkv, 2: keys | values), 128 threads. A CTA owns 32 consecutive
 // entries of the slot mapping for one head and one part. Per group:
 //  1. gather the group's sub-vectors into shared memory, token-minor `s_sub[j][32]`;
-//  2. thread t < 32: the radius r = ||x|| (canonical order, kernel_math.hpp tq_norm);
+//  2. thread t < 32: the radius r = ||x|| (canonical order, kernel_math.hpp
+//     tq_norm_parts); above 2^100 (or overflowed) the thread scales its token's column
+//     by the CPU's power of two, so the rotation below cannot overflow;
 //  3. thread o (coordinate): y_o = (P x)_o for all 32 tokens (FMA chain over i, the CPU's
-//     order), times 1/r, quantize_sorted -> 32 codes in registers; then per plane k the
+//     order), times 1/dir_norm, quantize_sorted -> 32 codes in registers; then per plane k the
 //     32-bit word of the 32 tokens: one plain store when the CTA's 32 slots are one
 //     aligned plane word (prefill), else one atomicOr/atomicAnd per bit (decode steps,
 //     ragged batches);
-//  4. thread t: the stored radius (fp16/fp32, optional norm correction).
+//  4. thread t: the stored radius (fp16/fp32, optional norm correction), a clamp counted
+//     in the optional counter as the CPU counts encode_stats::clamped_radii.
 #include "device_cache_impl.cuh"
 
 namespace bgtq::cuda {
@@ -25,6 +28,7 @@ struct encode_kparams : layer_params {
   const void* v;
   const std::int64_t* slots;
   unsigned long long* nonfinite;
+  unsigned long long* clamped;
 };
 
 __global__ void __launch_bounds__(encode_threads) encode_kernel(const encode_kparams p) {
@@ -94,11 +98,13 @@ __global__ void __launch_bounds__(encode_threads) encode_kernel(const encode_kpa
     }
     __syncthreads();
     if (tid < encode_tile) {
-      const float r = tq_norm(token_minor_get{s_sub, tid}, n);
-      const bool zero = tq_radius_is_zero(r, fp32);
-      s_r[tid] = r;
+      const tq_norms nm = tq_norm_parts(token_minor_get{s_sub, tid}, n);
+      const bool zero = tq_radius_is_zero(nm.r, fp32);
+      if (nm.scale != 1.0f)  // this thread's own column: the CPU's exact scaled copy
+        for (int j = 0; j < n; ++j) s_sub[j * encode_tile + tid] *= nm.scale;
+      s_r[tid] = nm.r;
       s_zero[tid] = zero ? 1 : 0;
-      s_inv[tid] = zero ? 0.0f : 1.0f / r;
+      s_inv[tid] = zero ? 0.0f : 1.0f / nm.dir_norm;
     }
     __syncthreads();
     const unsigned zero_code = static_cast<unsigned>(bgtq::detail::quantize_sorted(0.0f, s_thr, B));
@@ -155,7 +161,9 @@ __global__ void __launch_bounds__(encode_threads) encode_kernel(const encode_kpa
       float radius = 0.0f;
       if (!s_zero[tid]) {
         const float cn = g.norm_correction ? sqrtf(canonical_sum_squares(token_minor_get{s_cv, tid}, n)) : 0.0f;
-        radius = tq_stored_radius(s_r[tid], cn, g.norm_correction != 0, fp32);
+        const float rs = bgtq::detail::tq_corrected_radius(s_r[tid], cn, g.norm_correction != 0);
+        radius = bgtq::detail::round_radius(rs, fp32);
+        if (p.clamped != nullptr && bgtq::detail::radius_clamped(rs, fp32)) atomicAdd(p.clamped, 1ull);
       }
       const long long s = s_slot[tid];
       std::uint8_t* part = p.pool + hm.offset + static_cast<std::size_t>(s / p.P) * hm.page_bytes + part_off;
@@ -192,6 +200,7 @@ errc device_cache::encode_append(const encode_args& a, void* stream) noexcept {
   kp.v = a.v;
   kp.slots = a.slot_mapping;
   kp.nonfinite = a.nonfinite;
+  kp.clamped = a.clamped;
   const dim3 grid(static_cast<unsigned>((a.tokens + encode_tile - 1) / encode_tile), static_cast<unsigned>(d.kv_heads), 2u);
   const dim3 block(encode_threads);
   BGTQ_LAUNCH(encode_kernel, grid, block, smem, as_stream(stream), kp);

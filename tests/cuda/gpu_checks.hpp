@@ -208,7 +208,13 @@ inline code_diff compare_page_part(const bgtq_cache<>& c, int layer, int h, cons
           ++r.mismatches;
           if (!have_y) {  // the CPU's rotated unit coordinates of this token and group
             for (int q = 0; q < n; ++q) sub[static_cast<std::size_t>(q)] = rows[static_cast<std::size_t>(t)][g.dims[static_cast<std::size_t>(q)]];
-            const float nr = std::sqrt(detail::sum_squares(sub.data(), n));
+            float nr = std::sqrt(detail::sum_squares(sub.data(), n));
+            if (detail::tq_prescaled(nr)) {  // the encoders' exact power-of-two copy
+              float big = 0.0f;
+              for (const float v : sub) big = std::fmax(big, std::fabs(v));
+              for (auto& v : sub) v = v * detail::tq_prescale(big);
+              nr = std::sqrt(detail::sum_squares(sub.data(), n));
+            }
             g.quantizer.rotation().apply(sub.data(), y.data());
             for (auto& v : y) v = v * (1.0f / nr);
             have_y = true;
@@ -299,6 +305,26 @@ inline filled_cache fill_cache(bgtq_cache<>& c, const std::vector<int>& lengths,
     }
   }
   return f;
+}
+
+//! Rescales token rows of x ([tokens][row], row = kv_heads * D floats) to extreme
+//! magnitudes, cycling over six kinds by token: unchanged; largest component 2e5 (fp16
+//! radii clamp at 65504); 1e31 (norm above 2^100: the encoders' power-of-two copy, fp32
+//! radii clamp); 3e38 (the squared norm and the norm overflow float); 2e37 (norms near
+//! 2^126, where 1/r is subnormal); 1e-33 (tiny: zero radii or tiny ones). Values stay
+//! finite in fp32 and bf16 (not fp16).
+inline void scale_extreme_rows(std::vector<float>& x, std::size_t row) {
+  const float target[6] = {0.0f, 2e5f, 1e31f, 3e38f, 2e37f, 1e-33f};
+  for (std::size_t t = 0; t * row < x.size(); ++t) {
+    const float want = target[t % 6];
+    if (want == 0.0f) continue;
+    float* r = &x[t * row];
+    float big = 0.0f;
+    for (std::size_t j = 0; j < row; ++j) big = std::fmax(big, std::fabs(r[j]));
+    if (big == 0.0f) continue;
+    const double s = static_cast<double>(want) / static_cast<double>(big);
+    for (std::size_t j = 0; j < row; ++j) r[j] = static_cast<float>(static_cast<double>(r[j]) * s);
+  }
 }
 
 //! Largest |a - b| over max |b| (0 when b is all zero and a equals it); non-finite a gives +inf.

@@ -90,12 +90,16 @@ inline const char* dtype_name(cuda::dtype t) { return t == cuda::dtype::f32 ? "f
 //! unaligned slots: the atomic path), else sequence by sequence (aligned plane words
 //! where possible). `calls`: the tokens are split into this many launches. The slots
 //! are first filled with other random tokens (stale pages must be overwritten).
+//! `extreme`: token rows rescaled by scale_extreme_rows (f32/bf16 only). The clamp
+//! counter must equal the CPU cache's clamped_radii.
 inline check_report gpu_check_encode(shape s, const method& m, const std::vector<int>& lengths, cuda::dtype type,
-                                     bool interleave, int calls, std::uint64_t seed, bool with_nonfinite = false) {
+                                     bool interleave, int calls, std::uint64_t seed, bool with_nonfinite = false,
+                                     bool extreme = false) {
   check_report rep;
   char head[256];
-  std::snprintf(head, sizeof head, "encode %s D=%d Hkv=%d %s %s calls=%d%s", m.name.c_str(), s.head_dim, s.kv_heads,
-                dtype_name(type), interleave ? "interleaved" : "prefill", calls, with_nonfinite ? " nonfinite" : "");
+  std::snprintf(head, sizeof head, "encode %s D=%d Hkv=%d %s %s calls=%d%s%s", m.name.c_str(), s.head_dim, s.kv_heads,
+                dtype_name(type), interleave ? "interleaved" : "prefill", calls, with_nonfinite ? " nonfinite" : "",
+                extreme ? " extreme rows" : "");
   rep.what = head;
   s.sink = 0;
   s.recent = 0;
@@ -108,6 +112,10 @@ inline check_report gpu_check_encode(shape s, const method& m, const std::vector
   for (int b = 0; b < B; ++b) {
     K[static_cast<std::size_t>(b)] = normal_floats(static_cast<std::size_t>(lengths[static_cast<std::size_t>(b)]) * row, seed + 1, mix(static_cast<std::uint64_t>(b), 1), 1.5f);
     V[static_cast<std::size_t>(b)] = normal_floats(static_cast<std::size_t>(lengths[static_cast<std::size_t>(b)]) * row, seed + 1, mix(static_cast<std::uint64_t>(b), 2));
+    if (extreme) {
+      scale_extreme_rows(K[static_cast<std::size_t>(b)], row);
+      scale_extreme_rows(V[static_cast<std::size_t>(b)], row);
+    }
     round_to(K[static_cast<std::size_t>(b)], type);
     round_to(V[static_cast<std::size_t>(b)], type);
   }
@@ -162,7 +170,7 @@ inline check_report gpu_check_encode(shape s, const method& m, const std::vector
 
   cuda::device_cache dev;
   BGTQ_CHECK_ERRC(cuda::device_cache::create(cuda::describe(c), dev));
-  dev_buf dk, dv, dgk, dgv, dslots, dbad;
+  dev_buf dk, dv, dgk, dgv, dslots, dbad, dclamp;
   BGTQ_CHECK_CUDA(upload_vec(dk, kbytes));
   BGTQ_CHECK_CUDA(upload_vec(dv, vbytes));
   BGTQ_CHECK_CUDA(upload_vec(dgk, gk));
@@ -170,6 +178,8 @@ inline check_report gpu_check_encode(shape s, const method& m, const std::vector
   BGTQ_CHECK_CUDA(upload_vec(dslots, slots));
   BGTQ_CHECK_CUDA(dbad.alloc(8));
   BGTQ_CHECK_CUDA(cudaMemset(dbad.p, 0, 8));
+  BGTQ_CHECK_CUDA(dclamp.alloc(8));
+  BGTQ_CHECK_CUDA(cudaMemset(dclamp.p, 0, 8));
   const std::size_t es = type == cuda::dtype::f32 ? 4 : 2;
   for (int pass = 0; pass < 2; ++pass) {  // pass 0: garbage into the same slots; pass 1: the data
     const int ncalls = std::max(1, calls);
@@ -183,6 +193,7 @@ inline check_report gpu_check_encode(shape s, const method& m, const std::vector
       a.v = (pass == 0 ? dgv.as<std::uint8_t>() : dv.as<std::uint8_t>()) + lo * row * es;
       a.slot_mapping = dslots.as<std::int64_t>() + lo;
       a.nonfinite = pass == 1 ? dbad.as<unsigned long long>() : nullptr;
+      a.clamped = pass == 1 ? dclamp.as<unsigned long long>() : nullptr;
       BGTQ_CHECK_ERRC(dev.encode_append(a));
     }
   }
@@ -192,6 +203,13 @@ inline check_report gpu_check_encode(shape s, const method& m, const std::vector
   const unsigned long long want_bad = with_nonfinite && B > 0 && lengths[0] > 3 ? 1 : 0;
   if (bad != want_bad) {
     rep.what += " | nonfinite counter " + std::to_string(bad) + ", expected " + std::to_string(want_bad);
+    return rep;
+  }
+  unsigned long long clamped = 0;
+  BGTQ_CHECK_CUDA(cudaMemcpy(&clamped, dclamp.p, 8, cudaMemcpyDeviceToHost));
+  if (clamped != c.stats().clamped_radii || (extreme && clamped == 0)) {
+    rep.what += " | clamp counter " + std::to_string(clamped) + ", the CPU cache counted " +
+                std::to_string(c.stats().clamped_radii);
     return rep;
   }
   for (int h = 0; h < s.kv_heads; ++h)

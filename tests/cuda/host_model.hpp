@@ -21,9 +21,9 @@ using namespace bgtq::cuda;
 
 //! encode_kernel's arithmetic for one token row (D floats) of one part of (layer, h):
 //! writes its code bits and radii into `part` (the page part of its page; `value`
-//! selects the value part) at `slot`.
+//! selects the value part) at `slot`, and counts clamped radii in `clamped`.
 inline void model_encode_row(const device_tables& t, const head_meta& hm, bool value, const float* row, int P,
-                             std::uint8_t* page_part, int slot) {
+                             std::uint8_t* page_part, int slot, unsigned long long* clamped = nullptr) {
   const int first = value ? hm.value_first : hm.key_first;
   const int count = value ? hm.value_count : hm.key_count;
   std::uint8_t* part = page_part + (value ? hm.value_offset : 0u);
@@ -38,9 +38,11 @@ inline void model_encode_row(const device_tables& t, const head_meta& hm, bool v
     cv.assign(static_cast<std::size_t>(n), 0.0f);
     for (int j = 0; j < n; ++j) sub[static_cast<std::size_t>(j)] = row[t.dims[static_cast<std::size_t>(g.dims + j)]];
     auto get = [&](int j) { return sub[static_cast<std::size_t>(j)]; };
-    const float r = tq_norm(get, n);
+    const tq_norms nm = tq_norm_parts(get, n);
+    const float r = nm.r;
     const bool zero = tq_radius_is_zero(r, fp32);
-    const float inv = zero ? 0.0f : 1.0f / r;
+    for (int j = 0; j < n; ++j) sub[static_cast<std::size_t>(j)] *= nm.scale;  // exact (a power of two)
+    const float inv = zero ? 0.0f : 1.0f / nm.dir_norm;
     const unsigned zero_code = static_cast<unsigned>(bgtq::detail::quantize_sorted(0.0f, thr, B));
     for (int o = 0; o < n; ++o) {
       const float y = rotated_coord(fwd, n, o, get);
@@ -58,7 +60,9 @@ inline void model_encode_row(const device_tables& t, const head_meta& hm, bool v
       const float cn = g.norm_correction
                            ? std::sqrt(canonical_sum_squares([&](int j) { return cv[static_cast<std::size_t>(j)]; }, n))
                            : 0.0f;
-      radius = tq_stored_radius(r, cn, g.norm_correction != 0, fp32);
+      const float rs = bgtq::detail::tq_corrected_radius(r, cn, g.norm_correction != 0);
+      radius = bgtq::detail::round_radius(rs, fp32);
+      if (clamped != nullptr && bgtq::detail::radius_clamped(rs, fp32)) ++*clamped;
     }
     bgtq::detail::store_radius(part + g.radii + static_cast<std::size_t>(slot) * (fp32 ? 4u : 2u), radius, fp32);
   }

@@ -129,6 +129,30 @@ TEST_CASE("encode_append stores a non-finite row as a zero vector and counts it"
 }
 
 
+TEST_CASE("encode_append of rows with norms above 2^100 or beyond float, tiny rows, clamped radii (f32, bf16)",
+          "[gpu][encode]") {
+  require_device();
+  // fp16 and fp32 radii, prefill and decode-step order; the clamp counter equals the CPU's
+  method fp32 = tq_method(3);
+  fp32.fp32_radius = true;
+  fp32.norm_correction = true;
+  fp32.name = "tq3-normcorr-fp32";
+  int combo = 0;
+  for (const method& m : {mixed_method(), fp32})
+    for (bc::dtype t : {bc::dtype::f32, bc::dtype::bf16})
+      for (int D : {64, 128}) {
+        shape s;
+        s.head_dim = D;
+        s.kv_heads = 2;
+        s.q_heads = 4;
+        s.max_pages = 8;
+        const bool interleave = (combo++ % 2) == 1;
+        const check_report r = gpu_check_encode(s, m, {70, 33}, t, interleave, interleave ? 1 : 2, 500 + D, false, true);
+        INFO(r.what);
+        REQUIRE(r.ok);
+      }
+}
+
 TEST_CASE("decode_attention matches CPU decode_attention (Block-GTQ, batch 1 and 17, D 64 and 128)", "[gpu][decode]") {
   require_device();
   check_mixed_batches({1, 4, 8}, bc::decode_path::cuda_cores, 1e-4, 500);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "common.hpp"
@@ -252,6 +253,50 @@ TEST_CASE("validate_desc rejects malformed and unsupported descriptions", "[cuda
   REQUIRE(bc::validate_desc(d, &msg) == bgtq::errc::unsupported);
 }
 
+namespace {
+
+//! Encodes the L tokens of sequence `seq` (k, v: [L][Hkv][D] floats, what the CPU cache
+//! was given) with the host model into `pool` at the CPU cache's slots, counting clamps
+//! in `clamped`, and compares every page part with the CPU's.
+code_diff model_encode_compare(const bgtq_cache<>& c, const bc::device_tables& t, std::vector<std::uint8_t>& pool, int seq,
+                               int L, const float* k, const float* v, unsigned long long* clamped = nullptr) {
+  const int P = c.config().page_tokens, Hkv = c.config().kv_heads, D = c.config().head_dim;
+  const auto view = c.view(seq, 0);
+  auto part_of = [&](int h, int page) {
+    const bc::head_meta& hm = t.heads[static_cast<std::size_t>(h)];
+    return pool.data() + hm.offset + static_cast<std::size_t>(page) * hm.page_bytes;
+  };
+  auto row = [&](const float* x, int i, int h) { return x + (static_cast<std::size_t>(i) * Hkv + h) * D; };
+  for (int i = 0; i < L; ++i)
+    for (int h = 0; h < Hkv; ++h) {
+      const bc::head_meta& hm = t.heads[static_cast<std::size_t>(h)];
+      std::uint8_t* part = part_of(h, view.pages[static_cast<std::size_t>(i / P)]);
+      model_encode_row(t, hm, false, row(k, i, h), P, part, i % P, clamped);
+      model_encode_row(t, hm, true, row(v, i, h), P, part, i % P, clamped);
+    }
+  code_diff total;
+  for (int h = 0; h < Hkv; ++h)
+    for (int pi = 0; pi * P < L; ++pi) {
+      const int used = std::min(P, L - pi * P);
+      std::vector<const float*> kr, vr;
+      for (int tt = 0; tt < used; ++tt) {
+        kr.push_back(row(k, pi * P + tt, h));
+        vr.push_back(row(v, pi * P + tt, h));
+      }
+      const int page = view.pages[static_cast<std::size_t>(pi)];
+      total += compare_page_part(c, 0, h, c.page_ptr(page, 0, h), part_of(h, page), used, kr, vr);
+    }
+  return total;
+}
+
+std::string describe(const code_diff& d) {
+  return std::to_string(d.mismatches) + " of " + std::to_string(d.codes) + " codes differ (" +
+         std::to_string(d.near_threshold) + " near a threshold), " + std::to_string(d.radius_far) + " radii far, " +
+         std::to_string(d.other_bytes) + " other bytes; first: " + d.first;
+}
+
+}  // namespace
+
 TEST_CASE("host model of encode_kernel writes the CPU encoder's bytes", "[cuda][host]") {
   for (const method& m : methods_for_tests())
     for (int D : {64, 128}) {
@@ -263,40 +308,12 @@ TEST_CASE("host model of encode_kernel writes the CPU encoder's bytes", "[cuda][
       auto c = make_cache(s, m, 21);
       const std::vector<int> lengths{97, 54};
       const filled_cache f = fill_cache(c, lengths, 22, bc::dtype::f16);
-      const bc::cache_desc d = bc::describe(c);
-      const bc::device_tables t = bc::build_tables(d);
+      const bc::device_tables t = bc::build_tables(bc::describe(c));
       std::vector<std::uint8_t> pool(t.pool_bytes, 0);
-      const int P = s.page_tokens;
       code_diff total;
-      for (std::size_t si = 0; si < lengths.size(); ++si) {
-        const auto view = c.view(f.seqs[si], 0);
-        for (int i = 0; i < lengths[si]; ++i)
-          for (int h = 0; h < s.kv_heads; ++h) {
-            const bc::head_meta& hm = t.heads[static_cast<std::size_t>(h)];
-            std::uint8_t* part = pool.data() + hm.offset + static_cast<std::size_t>(view.pages[i / P]) * hm.page_bytes;
-            const std::size_t ro = (static_cast<std::size_t>(i) * s.kv_heads + h) * D;
-            model_encode_row(t, hm, false, f.k[si][0].data() + ro, P, part, i % P);
-            model_encode_row(t, hm, true, f.v[si][0].data() + ro, P, part, i % P);
-          }
-        for (int h = 0; h < s.kv_heads; ++h) {
-          const bc::head_meta& hm = t.heads[static_cast<std::size_t>(h)];
-          for (std::size_t pi = 0; pi * P < static_cast<std::size_t>(lengths[si]); ++pi) {
-            const int used = std::min(P, lengths[si] - static_cast<int>(pi) * P);
-            std::vector<const float*> kr, vr;
-            for (int tt = 0; tt < used; ++tt) {
-              const std::size_t ro = ((pi * P + static_cast<std::size_t>(tt)) * s.kv_heads + h) * D;
-              kr.push_back(f.k[si][0].data() + ro);
-              vr.push_back(f.v[si][0].data() + ro);
-            }
-            const int page = view.pages[pi];
-            total += compare_page_part(c, 0, h, c.page_ptr(page, 0, h),
-                                       pool.data() + hm.offset + static_cast<std::size_t>(page) * hm.page_bytes, used, kr, vr);
-          }
-        }
-      }
-      INFO(m.name << " D = " << D << ": " << total.mismatches << " of " << total.codes << " codes differ ("
-                  << total.near_threshold << " near a threshold), " << total.radius_far << " radii far, "
-                  << total.other_bytes << " other bytes; first: " << total.first);
+      for (std::size_t si = 0; si < lengths.size(); ++si)
+        total += model_encode_compare(c, t, pool, f.seqs[si], lengths[si], f.k[si][0].data(), f.v[si][0].data());
+      INFO(m.name << " D = " << D << ": " << describe(total));
       REQUIRE(total.ok());
       REQUIRE(total.near_threshold * 1000 <= total.codes);
 #if defined(BGTQ_SIMD_AVX2)
@@ -304,6 +321,42 @@ TEST_CASE("host model of encode_kernel writes the CPU encoder's bytes", "[cuda][
       if (D == 64) REQUIRE(total.mismatches == 0);
 #endif
     }
+}
+
+TEST_CASE("host model of encode_kernel: norms above 2^100 or overflowing, tiny rows, clamped radii", "[cuda][host]") {
+  // scale_extreme_rows: the CPU quantizes such rows from a power-of-two scaled copy
+  // (tq_quantizer), the kernel must too (tq_norm_parts); without it the rotation of a
+  // row of norm > FLT_MAX overflows and its codes are wrong.
+  for (const method& m : methods_for_tests())
+    for (int D : {64, 128})
+      for (bc::dtype type : {bc::dtype::f32, bc::dtype::bf16}) {
+        shape s;
+        s.kv_heads = 2;
+        s.q_heads = 4;
+        s.head_dim = D;
+        s.max_pages = 4;
+        auto c = make_cache(s, m, 23);
+        const int L = 70;
+        const std::size_t row = static_cast<std::size_t>(s.kv_heads) * static_cast<std::size_t>(D);
+        std::vector<float> k = normal_floats(L * row, 24, 1, 1.5f), v = normal_floats(L * row, 24, 2);
+        scale_extreme_rows(k, row);
+        scale_extreme_rows(v, row);
+        round_to(k, type);
+        round_to(v, type);
+        const int seq = c.add_sequence();
+        c.append(seq, 0, k.data(), v.data(), L);
+        const bc::device_tables t = bc::build_tables(bc::describe(c));
+        std::vector<std::uint8_t> pool(t.pool_bytes, 0);
+        unsigned long long clamped = 0;
+        const code_diff total = model_encode_compare(c, t, pool, seq, L, k.data(), v.data(), &clamped);
+        INFO(m.name << " D = " << D << (type == bc::dtype::f32 ? " f32: " : " bf16: ") << describe(total));
+        REQUIRE(total.ok());
+        REQUIRE(total.near_threshold * 1000 <= total.codes);
+        // every radius the CPU clamped, the model clamped, and there were some
+        INFO("clamped: model " << clamped << ", cpu " << c.stats().clamped_radii);
+        REQUIRE(clamped == c.stats().clamped_radii);
+        REQUIRE(clamped > 0);
+      }
 }
 
 TEST_CASE("host model of the decode kernels matches CPU decode_attention", "[cuda][host]") {

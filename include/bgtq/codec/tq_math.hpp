@@ -4,6 +4,7 @@
 //! (`BGTQ_HOST_DEVICE`, no allocation, no exceptions). One definition, so the two
 //! can never drift.
 
+#include <cmath>
 #include <cstdint>
 
 #include "../config.hpp"
@@ -61,5 +62,24 @@ BGTQ_HOST_DEVICE float round_radius(float r, bool fp32) {
   if (fp32) return r < fp32_radius_max ? r : fp32_radius_max;
   return stored_half(r);
 }
+
+//! True when a (corrected) radius rs changes when stored by more than rounding: fp32
+//! beyond fp32_radius_max, fp16 beyond 65504 (counted in encode_stats::clamped_radii).
+BGTQ_HOST_DEVICE bool radius_clamped(float rs, bool fp32) { return fp32 ? !(rs <= fp32_radius_max) : beyond_half(rs); }
+
+//! The radius before storage: the norm r, or r / ||c(idx)|| with norm correction (cn,
+//! the centroid norm, ignored when 0).
+BGTQ_HOST_DEVICE float tq_corrected_radius(float r, float cn, bool norm_correction) {
+  return norm_correction && cn > 0.0f ? r / cn : r;
+}
+
+//! True when the encoders quantize the direction of a scaled copy of x rather than x:
+//! its norm r overflowed float or exceeds fp32_radius_max, where the rotation's sums
+//! (up to r per coordinate) and 1/r (subnormal above 2^126) lose or overflow.
+BGTQ_HOST_DEVICE bool tq_prescaled(float r) { return !(r <= fp32_radius_max); }
+
+//! The copy's scale: 2^-ilogb(big), big = max_j |x_j| (finite, > 0), so the copy is
+//! exact and its largest component lies in [1, 2).
+BGTQ_HOST_DEVICE float tq_prescale(float big) { return ldexpf(1.0f, -ilogbf(big)); }
 
 }  // namespace bgtq::detail

@@ -30,7 +30,7 @@ inline constexpr int max_codec_dim = 1024;
 struct encode_stats {
   std::uint64_t vectors = 0;        //!< vectors encoded
   std::uint64_t zero_vectors = 0;   //!< (sub-)vectors whose stored radius is zero
-  std::uint64_t clamped_radii = 0;  //!< fp16 radii clamped to 65504
+  std::uint64_t clamped_radii = 0;  //!< radii clamped when stored (fp16 at 65504, fp32 at 2^100)
   std::uint64_t nonfinite = 0;      //!< non-finite vectors stored as zero (policy `zero`)
   encode_stats& operator+=(const encode_stats& o) {
     vectors += o.vectors;
@@ -103,13 +103,14 @@ class tq_quantizer {
     alignas(64) float y[max_codec_dim];
     const float* dir = x;  // the vector whose direction is quantized, of norm dir_norm
     float dir_norm = r;
-    if (std::isinf(r) || r > detail::fp32_radius_max) {
+    if (detail::tq_prescaled(r)) {
       // finite input whose squared norm overflows float, or so large that the rotation's
       // sums could: scale down by a power of two first (exact; the direction comes from the
-      // scaled copy; r itself may still be +inf)
+      // scaled copy; r itself may still be +inf). The CUDA encoder does the same
+      // (cuda/kernel_math.hpp tq_norm_parts).
       float big = 0.0f;
       for (int j = 0; j < n; ++j) big = std::fmax(big, std::fabs(x[j]));
-      const float s = std::ldexp(1.0f, -std::ilogb(big));
+      const float s = detail::tq_prescale(big);
       for (int j = 0; j < n; ++j) y[j] = x[j] * s;
       dir = y;
       dir_norm = std::sqrt(detail::sum_squares(y, n));
@@ -126,14 +127,13 @@ class tq_quantizer {
     const float inv = 1.0f / dir_norm;
     for (int j = 0; j < n; ++j) y[j] = y[j] * inv;
     quantize_rotated(y, codes);
-    float rs = r;
+    float cn = 0.0f;
     if (p_.norm_correction) {
       for (int j = 0; j < n; ++j) y[j] = centroids_[codes[j]];
-      const float cn = std::sqrt(detail::sum_squares(y, n));
-      if (cn > 0.0f) rs = r / cn;
+      cn = std::sqrt(detail::sum_squares(y, n));
     }
-    if (fp32 && !(rs <= detail::fp32_radius_max) && st) ++st->clamped_radii;  // stored as fp32_radius_max
-    if (!fp32 && beyond_half(rs) && st) ++st->clamped_radii;
+    const float rs = detail::tq_corrected_radius(r, cn, p_.norm_correction);
+    if (st && detail::radius_clamped(rs, fp32)) ++st->clamped_radii;
     radius = detail::round_radius(rs, fp32);
     return errc::ok;
   }

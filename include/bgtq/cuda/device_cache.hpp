@@ -80,6 +80,7 @@ struct encode_args {
   const void* v = nullptr;                   //!< device [tokens][kv_heads][head_dim] values
   const std::int64_t* slot_mapping = nullptr;  //!< device [tokens]: page * P + slot; < 0 skips the token
   unsigned long long* nonfinite = nullptr;   //!< optional device counter of non-finite rows (stored as zero)
+  unsigned long long* clamped = nullptr;     //!< optional device counter of clamped radii (encode_stats::clamped_radii)
 };
 
 //! Which split kernel decode_attention runs (docs/gpu.md). Both write the same partials
@@ -182,7 +183,10 @@ class device_cache {
   //! rotate, quantize, pack bit planes, store the radius: the bytes the CPU encoder
   //! writes for the same float values (see docs/gpu.md for the exact guarantee).
   //! Slots must be distinct within a call. Non-finite rows are stored as zero vectors
-  //! (counted in a.nonfinite when given). Asynchronous on `stream`.
+  //! (counted in a.nonfinite when given); radii beyond the stored range (fp16 65504,
+  //! fp32 2^100) are clamped, direction kept (counted in a.clamped when given); a
+  //! sub-vector of norm above 2^100 is rotated from the CPU's exact power-of-two scaled
+  //! copy, so it cannot overflow. Asynchronous on `stream`.
   errc encode_append(const encode_args& a, void* stream = nullptr) noexcept;
 
   //! Split plan a decode launch of this shape would use (a.splits == 0).

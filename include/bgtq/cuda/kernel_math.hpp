@@ -168,7 +168,7 @@ struct token_minor_get {
   BGTQ_HOST_DEVICE float operator()(int j) const { return base[j * 32 + t]; }
 };
 
-//! Scales a getter by a constant (used by tq_norm's overflow rescue).
+//! Scales a getter by a constant (used by tq_norm_parts' rescue).
 template <class Get>
 struct scaled_get {
   const Get& g;
@@ -176,18 +176,32 @@ struct scaled_get {
   BGTQ_HOST_DEVICE float operator()(int j) const { return g(j) * s; }
 };
 
+//! The norms tq_quantizer::quantize takes of a finite sub-vector x.
+struct tq_norms {
+  float r;         //!< ||x|| (+inf when it exceeds float's range)
+  float dir_norm;  //!< the norm of the vector whose direction is quantized, x * scale
+  float scale;     //!< 1, or the power of two tq_prescale gave when tq_prescaled(r)
+};
+
 //! ||x|| of a finite sub-vector exactly as tq_quantizer::quantize computes it: the
-//! canonical sum of squares, and when that overflows, the same power-of-two rescue.
+//! canonical sum of squares, and when that norm overflows or exceeds fp32_radius_max,
+//! the same power-of-two rescue. The caller quantizes the direction of x * scale
+//! (P (x * scale) / dir_norm), as the CPU does.
+template <class Get>
+BGTQ_HOST_DEVICE tq_norms tq_norm_parts(const Get& x, int n) {
+  const float r = sqrtf(canonical_sum_squares(x, n));
+  if (!::bgtq::detail::tq_prescaled(r)) return {r, r, 1.0f};
+  float big = 0.0f;
+  for (int j = 0; j < n; ++j) big = fmaxf(big, fabsf(x(j)));
+  const float s = ::bgtq::detail::tq_prescale(big);
+  const float dn = sqrtf(canonical_sum_squares(scaled_get<Get>{x, s}, n));
+  return {dn / s, dn, s};
+}
+
+//! ||x|| alone (tq_norm_parts(x, n).r).
 template <class Get>
 BGTQ_HOST_DEVICE float tq_norm(const Get& x, int n) {
-  float r = sqrtf(canonical_sum_squares(x, n));
-  if (r > 3.40282347e38f) {  // +inf: squared norm overflowed float
-    float big = 0.0f;
-    for (int j = 0; j < n; ++j) big = fmaxf(big, fabsf(x(j)));
-    const float s = ldexpf(1.0f, -ilogbf(big));
-    r = sqrtf(canonical_sum_squares(scaled_get<Get>{x, s}, n)) / s;
-  }
-  return r;
+  return tq_norm_parts(x, n).r;
 }
 
 //! True when tq_quantizer stores this sub-vector as zero codes with radius 0.
@@ -208,9 +222,7 @@ BGTQ_HOST_DEVICE float rotated_coord(const float* fwd, int n, int o, const Get& 
 //! Stored radius from the norm r (not zero) and, with norm correction, the centroid
 //! norm cn = ||c(idx)|| (pass 0 without): exactly tq_quantizer's rounding.
 BGTQ_HOST_DEVICE float tq_stored_radius(float r, float cn, bool norm_correction, bool fp32) {
-  float rs = r;
-  if (norm_correction && cn > 0.0f) rs = r / cn;
-  return ::bgtq::detail::round_radius(rs, fp32);
+  return ::bgtq::detail::round_radius(::bgtq::detail::tq_corrected_radius(r, cn, norm_correction), fp32);
 }
 
 //! True if x is finite (NaN and Inf have an all-ones exponent).
