@@ -28,27 +28,39 @@ namespace {
 // ---------------------------------------------------------------- 1. query rotation
 
 // A query with a NaN or Inf element is not rotated: its qrot row becomes all NaN (the
-// merge kernel then writes NaN outputs for it) and it is counted in p.nonfinite. Every
-// qrot element is written on every launch (coordinates past the key groups get 0), so
-// the merge kernel's NaN test never reads stale workspace.
+// merge kernel then writes NaN outputs for it) and it is counted in p.nonfinite. So is a
+// finite query whose scores could overflow float (the CPU's check_decode guard: ||q|| above
+// max_query_norm of its KV head's key bound and, with a window, the fp16 window's).
+// Every qrot element is written on every launch (coordinates past the key groups get 0),
+// so the merge kernel's NaN test never reads stale workspace.
 __global__ void __launch_bounds__(decode_threads) rotate_query_kernel(const decode_kparams p) {
   allow_dependent_launch();  // the split kernel may start its CTAs (it waits before reading qrot)
   float* s_x = dynamic_smem<float>();  // [D] the query, float
   unsigned* s_bad = reinterpret_cast<unsigned*>(s_x + p.D);
+  __shared__ double s_ss[decode_threads / 32];  // per-warp sums of squares
   const int hq = blockIdx.x;
   const int b = blockIdx.y;
   const head_meta hm = p.heads[p.layer * p.Hkv + hq / p.G];
   const std::size_t base = (static_cast<std::size_t>(b) * p.Hq + hq) * p.D;
   if (threadIdx.x == 0) *s_bad = 0u;
   __syncthreads();
+  double ss = 0.0;
   for (int d = threadIdx.x; d < p.D; d += blockDim.x) {
     const float x = load_element(p.q, base + d, p.q_type);
     s_x[d] = x;
     if (!(fabsf(x) <= 3.402823466e38f)) atomicOr(s_bad, 1u);  // NaN fails every comparison
+    ss += static_cast<double>(x) * static_cast<double>(x);
   }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  if ((threadIdx.x & 31) == 0) s_ss[threadIdx.x >> 5] = ss;
   __syncthreads();
+  double qn2 = 0.0;
+  for (int w = 0; w < decode_threads / 32; ++w) qn2 += s_ss[w];
+  const double kb = p.wcap > 0 ? fmax(hm.key_bound, window_key_norm_bound(p.D)) : hm.key_bound;
+  const bool too_large = sqrt(qn2) > max_query_norm(kb, static_cast<double>(p.scale));  // NaN: false (caught above)
   float* dst = p.qrot + base;
-  if (*s_bad != 0u) {  // CTA-uniform
+  if (*s_bad != 0u || too_large) {  // CTA-uniform
     for (int d = threadIdx.x; d < p.D; d += blockDim.x) dst[d] = std::numeric_limits<float>::quiet_NaN();
     if (threadIdx.x == 0 && p.nonfinite != nullptr) atomicAdd(p.nonfinite, 1ull);
     return;

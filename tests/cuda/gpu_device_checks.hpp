@@ -242,7 +242,8 @@ inline check_report gpu_check_encode(shape s, const method& m, const std::vector
 //! decode_attention vs CPU decode_attention (rel 1e-4 over max |out|) for sequences of
 //! the given lengths, with the cache's sink/recent window; runs twice (poisoned
 //! buffers both times) and requires bit-identical results. `nonfinite`: this many
-//! (sequence, query head) pairs get one NaN, +Inf or -Inf query element on the device;
+//! (sequence, query head) pairs get one NaN, +Inf, -Inf or 3e38 (finite, beyond the
+//! overflow guard) query element on the device;
 //! their outputs must be all NaN, the others must still match the CPU (computed from
 //! the finite queries), and a.nonfinite must count them on each run.
 //! `inf_window` (needs a window): every window key row gets -Inf in dim 0 and every
@@ -279,7 +280,10 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
     while (static_cast<int>(bad.size()) < std::min(nonfinite, heads)) {
       const int x = static_cast<int>(r.below(static_cast<std::uint32_t>(heads)));
       if (std::find(bad.begin(), bad.end(), x) != bad.end()) continue;
-      const float v = bad.size() % 3 == 0 ? NAN : bad.size() % 3 == 1 ? INFINITY : -INFINITY;
+      // NaN, +Inf, -Inf, and a finite 3e38 (beyond the overflow guard's max_query_norm;
+      // Inf once rounded to fp16)
+      const std::size_t kind = bad.size() % 4;
+      const float v = kind == 0 ? NAN : kind == 1 ? INFINITY : kind == 2 ? -INFINITY : 3e38f;
       const std::size_t i = static_cast<std::size_t>(x) * s.head_dim + r.below(static_cast<std::uint32_t>(s.head_dim));
       q[i] = v;
       if (q_type != cuda::dtype::f32) qbits[i] = q_type == cuda::dtype::f16 ? float_to_half_bits(v) : float_to_bf16_bits(v);

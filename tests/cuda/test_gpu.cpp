@@ -201,7 +201,7 @@ TEST_CASE("decode_attention: an engine's own logit scale (flatter and sharper th
     }
 }
 
-TEST_CASE("decode_attention: a NaN or Inf query element gives NaN outputs for its head only and is counted",
+TEST_CASE("decode_attention: a NaN, Inf or overflowing (3e38) query element gives NaN outputs for its head only, counted",
           "[gpu][decode][mma]") {
   require_device();
   const std::vector<int> lengths{300, 1, 97};

@@ -210,6 +210,9 @@ TEST_CASE("uploaded tables reproduce the host cache's byte layout", "[cuda][host
           REQUIRE(hm.value_offset == c.value_offset(l, h));
           REQUIRE(hm.key_coords <= D);
           REQUIRE(hm.value_coords == D);
+          // the overflow guard's key bound: the CPU cache's, to the bit
+          REQUIRE(hm.key_bound == bgtq::gtq_pages::key_norm_bound(c.key(l, h)));
+          REQUIRE(hm.key_bound > 0.0);
           pool += hm.page_bytes * static_cast<std::size_t>(s.max_pages);
           // rotation tables: fwd = P^T, bwd = P of the quantizer's own rotation
           const auto& g0 = c.key(l, h).codec.groups().front();

@@ -5,6 +5,7 @@
 #include <bgtq/codec/tq_quantizer.hpp>
 #include <bgtq/plan/build.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <span>
@@ -479,6 +480,83 @@ TEST_CASE("errors row 22: a non-finite query or scale is rejected by decode atte
   run(gtq_cache(config(1, H, Hq, D, 4, 1, 2), 22));
   run(half_cache(config(1, H, Hq, D, 4)));
   run(kivi(config(1, H, Hq, D, 4), 2, false));
+}
+
+TEST_CASE("errors row 22: a finite query whose scores could overflow float is rejected, just below the bound it is served",
+          "[errors]") {
+  // keys as large as each cache stores (components up to ~4e37: fp32 radii clamp at 2^100,
+  // fp16 radii, fp16 storage and the fp16 window at 65504, KIVI scales at 65504); query
+  // head 3 (KV head 1) along a stored key, of norm just below / above the largest the
+  // guard accepts, max_query_norm(key_norm_bound, scale)
+  const int D = 8, H = 2, Hq = 4;
+  const auto k = rows(70, H, D, 24, 1e37), v = rows(70, H, D, 25);
+  auto run = [&](auto cache, const char* what) {
+    INFO(what);
+    const int s = cache.add_sequence();
+    cache.append(s, 0, k.data(), v.data(), 70);
+    std::vector<float> dir(static_cast<std::size_t>(D));
+    cache.decode_key(s, 0, 1, 5, dir.data());
+    const double dn = norm(dir);
+    REQUIRE(dn > 0.0);
+    const double kb = bgtq::detail::key_norm_bound(cache, 0, 1);
+    REQUIRE(kb >= dn);
+    for (const float scale : {0.0f, 1.0f, 4.0f}) {
+      INFO("scale " << scale);
+      const double sc = scale == 0.0f ? 1.0 / std::sqrt(static_cast<double>(D)) : static_cast<double>(scale);
+      const double qmax = bgtq::max_query_norm(kb, sc);
+      std::vector<float> q(static_cast<std::size_t>(Hq * D), 0.25f);
+      auto aim = [&](double qn) {
+        for (int j = 0; j < D; ++j) q[static_cast<std::size_t>(3 * D + j)] = static_cast<float>(dir[static_cast<std::size_t>(j)] / dn * qn);
+      };
+      aim(0.999 * qmax);
+      const auto out = attend(cache, 0, s, q, scale);
+      REQUIRE(all_finite(out));
+      // head 3 against attention in double over the decoded keys and values: logits up to
+      // ~2^126 make it (nearly) one-hot, which an overflowed float score would not give
+      // (the softmax maps NaN scores to exp(-87.3): a meaningless but finite average)
+      {
+        const std::int64_t T = cache.length(s, 0);
+        std::vector<double> sco(static_cast<std::size_t>(T));
+        std::vector<float> x(static_cast<std::size_t>(D));
+        double mx = -INFINITY;
+        for (std::int64_t t = 0; t < T; ++t) {
+          cache.decode_key(s, 0, 1, t, x.data());
+          double d = 0.0;
+          for (int j = 0; j < D; ++j) d += static_cast<double>(q[static_cast<std::size_t>(3 * D + j)]) * x[static_cast<std::size_t>(j)];
+          sco[static_cast<std::size_t>(t)] = d * sc;
+          mx = std::max(mx, d * sc);
+        }
+        std::vector<double> ref(static_cast<std::size_t>(D), 0.0);
+        double l = 0.0;
+        for (std::int64_t t = 0; t < T; ++t) {
+          const double w = std::exp(sco[static_cast<std::size_t>(t)] - mx);
+          l += w;
+          cache.decode_value(s, 0, 1, t, x.data());
+          for (int j = 0; j < D; ++j) ref[static_cast<std::size_t>(j)] += w * x[static_cast<std::size_t>(j)];
+        }
+        double err = 0.0, top = 0.0;
+        for (int j = 0; j < D; ++j) {
+          ref[static_cast<std::size_t>(j)] /= l;
+          err = std::max(err, std::fabs(out[static_cast<std::size_t>(3 * D + j)] - ref[static_cast<std::size_t>(j)]));
+          top = std::max(top, std::fabs(ref[static_cast<std::size_t>(j)]));
+        }
+        INFO("largest logit " << mx << ", head 3 error " << err << " of max |ref| " << top);
+        REQUIRE(mx > 0x1p100);
+        REQUIRE(err <= 1e-3 * top);
+      }
+      aim(1.01 * qmax);
+      bgtq::attention_workspace ws(cache);
+      std::vector<float> o2(q.size(), 7.0f);
+      const int seq1[1] = {s};
+      require_error([&] { bgtq::decode_attention(cache, 0, std::span<const int>(seq1, 1), q.data(), o2.data(), ws, scale); },
+                    errc::invalid_argument, {"query 0 (sequence 0), head 3 has norm", "KV head 1", "overflow float"});
+      for (float o : o2) REQUIRE(o == 7.0f);
+    }
+  };
+  run(gtq_cache(config(1, H, Hq, D, 4), 24, bgtq::radius_format::fp32), "Block-GTQ, fp32 radii");
+  run(gtq_cache(config(1, H, Hq, D, 4, 1, 2), 24), "Block-GTQ, fp16 radii, window 1 + 2");
+  run(half_cache(config(1, H, Hq, D, 4)), "fp16");
+  run(kivi(config(1, H, Hq, D, 4), 2, false), "KIVI 2-bit");
 }
 
 TEST_CASE("errors: a workspace made for another cache (shape or codec) is refused by decode attention, output untouched",

@@ -11,9 +11,11 @@
 //! decoded to memory and nothing is allocated: all scratch lives in an
 //! attention_workspace made once per thread.
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <new>
 #include <span>
 #include <string>
@@ -390,10 +392,35 @@ void attend_head(const Cache& cache, int layer, int seq, const typename Cache::s
   }
 }
 
+//! ||x||^2 in double (finite x: no overflow; four stripes).
+inline double norm_sq_double(const float* x, std::size_t n) noexcept {
+  double s[4] = {0.0, 0.0, 0.0, 0.0};
+  std::size_t i = 0;
+  for (; i + 4 <= n; i += 4)
+    for (std::size_t l = 0; l < 4; ++l) s[l] += static_cast<double>(x[i + l]) * static_cast<double>(x[i + l]);
+  for (; i < n; ++i) s[0] += static_cast<double>(x[i]) * static_cast<double>(x[i]);
+  return (s[0] + s[1]) + (s[2] + s[3]);
+}
+
+//! The largest norm a key of (layer, KV head h) can have: its key codec's bound
+//! (`key_norm_bound`: the largest radius or fp16 value it stores) and, with a sink or
+//! recent window, the fp16 window's (65504 per component).
+template <class Cache>
+double key_norm_bound(const Cache& cache, int layer, int h) {
+  using K = typename Cache::key_codec;
+  const auto& cfg = cache.config();
+  double b = K::key_norm_bound(cache.key(layer, h));
+  if (cfg.sink + cfg.recent > 0) b = std::max(b, window_key_norm_bound(cfg.head_dim));
+  return b;
+}
+
 //! Validates a decode call (allocates nothing: the views are taken again by the caller).
 //! Rejects an unknown or empty sequence, a bad layer, a workspace made for another cache
 //! or layer shape, a null or non-finite query (it would give a NaN output, or, through
-//! the softmax, silently drop keys) and a non-finite or negative scale.
+//! the softmax, silently drop keys), a non-finite or negative scale, and a query head
+//! whose scores could overflow float for a key the cache can hold (||q|| above
+//! max_query_norm(key_norm_bound, scale), softmax.hpp; real queries are dozens of orders
+//! of magnitude below).
 template <class Cache>
 void check_decode(const Cache& cache, int layer, std::span<const int> seqs, const float* q, float* out, float scale,
                   std::span<const attention_workspace> ws) {
@@ -419,6 +446,30 @@ void check_decode(const Cache& cache, int layer, std::span<const int> seqs, cons
   for (const attention_workspace& w : ws)  // (after the layer check: fits reads the layer's codecs)
     BGTQ_REQUIRE(w.fits(cache, layer), errc::invalid_argument,
                  "decode_attention: workspace was made for another cache shape or codec");
+  // the overflow guard (after the layer check: the bound reads the layer's codecs)
+  const int G = cfg.q_heads / cfg.kv_heads;
+  const double sc = scale == 0.0f ? 1.0 / std::sqrt(static_cast<double>(cfg.head_dim)) : static_cast<double>(scale);
+  for (int h = 0; h < cfg.kv_heads; ++h) {
+    const double kb = key_norm_bound(cache, layer, h);
+    const double qmax = max_query_norm(kb, sc);
+    for (std::size_t b = 0; b < seqs.size(); ++b)
+      for (int g = 0; g < G; ++g) {
+        const std::size_t hq = static_cast<std::size_t>(h) * static_cast<std::size_t>(G) + static_cast<std::size_t>(g);
+        const float* qh = q + b * row + hq * static_cast<std::size_t>(cfg.head_dim);
+        // the SIMD float sum; only a norm above ~1.8e19 (the float sum overflows) takes the double one
+        const float ss = sum_squares(qh, cfg.head_dim);
+        const double qn = std::sqrt(std::isfinite(ss) ? static_cast<double>(ss)
+                                                      : norm_sq_double(qh, static_cast<std::size_t>(cfg.head_dim)));
+        if (qn <= qmax) continue;
+        char buf[320];
+        std::snprintf(buf, sizeof buf,
+                      "decode_attention: query %zu (sequence %d), head %zu has norm %.4g; with scale %.4g and keys of "
+                      "layer %d, KV head %d up to norm %.4g, its scores could exceed 2^126 and overflow float (the "
+                      "largest accepted query norm is %.4g); nothing was computed",
+                      b, seqs[b], hq, qn, sc, layer, h, kb, qmax);
+        fail(errc::invalid_argument, buf);
+      }
+  }
 }
 
 }  // namespace detail
@@ -429,8 +480,10 @@ void check_decode(const Cache& cache, int layer, std::span<const int> seqs, cons
 //! @param out   [B][q_heads][head_dim] attention outputs
 //! @param scale logit scale; 0 means 1/sqrt(head_dim)
 //! @throws bgtq::error for an unknown sequence, an empty one, a non-finite query
-//!         (`non_finite`), a non-finite or negative scale, or a workspace made for another
-//!         cache shape; `out` is then untouched.
+//!         (`non_finite`), a query whose scores could overflow float (`invalid_argument`:
+//!         its norm above max_query_norm of the keys' bound, softmax.hpp), a non-finite
+//!         or negative scale, or a workspace made for another cache shape; `out` is then
+//!         untouched.
 template <class Cache>
 void decode_attention(const Cache& cache, int layer, std::span<const int> seqs, const float* q, float* out,
                       attention_workspace& ws, float scale = 0.0f) {

@@ -6,9 +6,28 @@
 //! keeps the reference max unless a new score exceeds it by `rescale_margin`, so the
 //! accumulator is rescaled rarely while exp(s - m) <= e^margin can never overflow.
 
+#include <cmath>
+
 #include "../config.hpp"
 
 namespace bgtq {
+
+// ------------------------------------------------------------------ overflow guard
+
+//! Scores are float: decode attention (CPU check_decode, GPU rotate_query_kernel)
+//! refuses a query head whose |scale * q.k| or |q.k| could exceed this for some key the
+//! cache can hold. 2^126 (about 8.5e37) keeps the difference of two scores finite too;
+//! FLT_MAX is about 2^128.
+inline constexpr double max_score_bound = 0x1p126;
+
+//! The largest query norm the guard accepts for keys of norm up to key_bound and logit
+//! scale `scale`: max_score_bound / (max(1, scale) * key_bound).
+BGTQ_HOST_DEVICE double max_query_norm(double key_bound, double scale) {
+  return max_score_bound / ((scale > 1.0 ? scale : 1.0) * key_bound);
+}
+
+//! The largest norm of an fp16 window key of D components (each at most 65504).
+BGTQ_HOST_DEVICE double window_key_norm_bound(int D) { return 65504.0 * sqrt(static_cast<double>(D)); }
 
 //! Running max and sum of an online softmax.
 struct softmax_state {

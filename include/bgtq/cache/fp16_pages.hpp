@@ -5,6 +5,8 @@
 //! `// [coord j][token t] fp16, little-endian` (channel-major: 16 tokens of one
 //! coordinate are one 32-byte load).
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 
 #include "../codec/tq_quantizer.hpp"
@@ -26,6 +28,11 @@ struct fp16_pages {
     std::size_t bytes = 0;
     int dim() const noexcept { return D; }
   };
+
+  //! The largest norm of a key this codec can hold: every component at most 65504.
+  static double key_norm_bound(const head_state& s) noexcept {
+    return static_cast<double>(half_max) * std::sqrt(static_cast<double>(s.D));
+  }
 
   static head_state make(int head_dim) {
     BGTQ_REQUIRE(head_dim >= 2 && head_dim <= max_codec_dim, errc::invalid_argument,

@@ -15,6 +15,8 @@
 //! pairs or fours instead: lut_units); values are accumulated as sum_t w_t r_t c(idx_t)
 //! per coordinate and rotated back once per step (finish).
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
@@ -46,6 +48,7 @@ struct gtq_pages {
     //! (c[2^b-1-i] == -c[i], as every codebook kind gives), which the AVX2 key pass uses
     //! to look up half the table (fold_codes32); 0 or missing: the full lookup.
     std::vector<std::uint8_t> antisymmetric;
+    double norm_bound = 0.0;            //!< the largest norm a decoded key can have (key_norm_bound)
     int dim() const noexcept { return codec.dim(); }
   };
 
@@ -59,8 +62,20 @@ struct gtq_pages {
       off += g.quantizer.dim();
       s.antisymmetric.push_back(antisymmetric_codebook(g.quantizer) ? 1 : 0);
     }
+    double sq = 0.0;
+    for (const auto& g : s.codec.groups()) {
+      double cmax = 0.0;
+      for (int i = 0; i < (g.quantizer.bits() > 0 ? 1 << g.quantizer.bits() : 0); ++i)
+        cmax = std::max(cmax, static_cast<double>(std::fabs(g.quantizer.centroids()[i])));
+      sq += detail::tq_group_norm_sq_bound(g.quantizer.dim(), cmax, g.quantizer.fp32_radius());
+    }
+    s.norm_bound = std::sqrt(sq);
     return s;
   }
+
+  //! The largest norm of a key this codec can decode (any radius it stores, any code):
+  //! decode attention's overflow guard (attention/decode.hpp check_decode).
+  static double key_norm_bound(const head_state& s) noexcept { return s.norm_bound; }
 
   //! True if q's centroids satisfy c[2^b-1-i] == -c[i] bit for bit (b >= 1).
   static bool antisymmetric_codebook(const tq_quantizer& q) {

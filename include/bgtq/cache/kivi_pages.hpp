@@ -14,6 +14,8 @@
 //! term once per block; values accumulate sum_t w_t z_t once per token and
 //! sum_t (w_t s_t) code_tj per coordinate.
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <string>
 
@@ -67,6 +69,12 @@ struct kivi_key_pages {
     std::size_t bytes = 0;
     int dim() const noexcept { return D; }
   };
+
+  //! The largest norm of a key this codec can decode: each component is zero + scale *
+  //! code with |zero|, |scale| at most 65504 (fp16) and code below 2^bits.
+  static double key_norm_bound(const head_state& s) noexcept {
+    return static_cast<double>(half_max) * std::ldexp(1.0, s.opt.bits) * std::sqrt(static_cast<double>(s.D));
+  }
 
   static head_state make(int head_dim, const kivi_options& o) {
     BGTQ_REQUIRE(o.bits >= 1 && o.bits <= 8, errc::invalid_argument, "kivi keys: bits " + std::to_string(o.bits) + " outside 1..8");

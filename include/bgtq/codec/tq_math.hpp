@@ -63,6 +63,18 @@ BGTQ_HOST_DEVICE float round_radius(float r, bool fp32) {
   return stored_half(r);
 }
 
+//! The largest radius a group stores: 65504 (fp16) or fp32_radius_max.
+BGTQ_HOST_DEVICE constexpr float stored_radius_max(bool fp32) { return fp32 ? fp32_radius_max : half_max; }
+
+//! A bound on ||k||^2 for every vector a TQ-MSE group of n coordinates can decode to:
+//! each rotated coordinate is at most cmax = max |centroid|, times the largest stored
+//! radius. Summed over a key head's groups, its square root bounds the keys' norm,
+//! which decode attention uses to refuse queries whose scores could overflow float.
+inline double tq_group_norm_sq_bound(int n, double cmax, bool fp32) {
+  const double r = static_cast<double>(stored_radius_max(fp32)) * cmax;
+  return static_cast<double>(n) * r * r;
+}
+
 //! True when a (corrected) radius rs changes when stored by more than rounding: fp32
 //! beyond fp32_radius_max, fp16 beyond 65504 (counted in encode_stats::clamped_radii).
 BGTQ_HOST_DEVICE bool radius_clamped(float rs, bool fp32) { return fp32 ? !(rs <= fp32_radius_max) : beyond_half(rs); }

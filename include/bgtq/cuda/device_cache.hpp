@@ -122,8 +122,9 @@ struct decode_args {
   void* workspace = nullptr;              //!< device scratch of decode_workspace_bytes(batch, splits) bytes
   std::size_t workspace_bytes = 0;
   //! Optional device counter, incremented once per (sequence, query head) whose query
-  //! has a NaN or Inf element; such a query head gets NaN outputs (the launch is
-  //! asynchronous, so it cannot be an error code as on the CPU).
+  //! has a NaN or Inf element or whose scores could overflow float (the CPU's guard:
+  //! norm above max_query_norm, attention/softmax.hpp); such a query head gets NaN
+  //! outputs (the launch is asynchronous, so it cannot be an error code as on the CPU).
   unsigned long long* nonfinite = nullptr;
   //! The split kernel (cuda_cores: the exact path; see decode_path).
   decode_path path = decode_path::cuda_cores;
@@ -198,7 +199,8 @@ class device_cache {
   //! launches on `stream` (rotate queries, split scan, merge). Nothing decoded is
   //! written to global memory; only per-split (m, l, accumulator) partials go to the
   //! workspace. Sequences with no token at all get a zero output; a query head whose
-  //! query has a NaN or Inf element gets NaN outputs and is counted in a.nonfinite.
+  //! query has a NaN or Inf element, or scores that could overflow float, gets NaN
+  //! outputs and is counted in a.nonfinite.
   //! Errors: invalid_argument (also for a NaN, Inf or negative a.scale), not_found,
   //! unsupported, device_error. Asynchronous.
   errc decode_attention(const decode_args& a, void* stream = nullptr) noexcept;

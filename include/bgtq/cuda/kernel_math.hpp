@@ -76,6 +76,7 @@ struct head_meta {
   int value_first = 0, value_count = 0;  //!< value groups
   int key_coords = 0, value_coords = 0;  //!< sum of n over the key / value groups
   int key_cent = 0, value_cent = 0;      //!< sum of 2^bits over the key / value groups (compact table sizes)
+  double key_bound = 0.0;  //!< the largest norm of a decoded key (gtq_pages::key_norm_bound; the overflow guard)
 };
 
 // ------------------------------------------------------------------ bit planes

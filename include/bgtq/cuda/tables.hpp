@@ -6,6 +6,7 @@
 //! caught on any machine.
 
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <string>
@@ -130,6 +131,7 @@ inline device_tables build_tables(const cache_desc& d) {
       const codec_desc& c = part == 0 ? d.keys[i] : d.values[i];
       const int first = static_cast<int>(t.groups.size());
       int coords = 0, ncent = 0;
+      double bound_sq = 0.0;
       for (const group_desc& g : c.groups) {
         group_meta gm;
         gm.n = g.dim;
@@ -153,6 +155,9 @@ inline device_tables build_tables(const cache_desc& d) {
         t.thr.push_back(__builtin_inff());
         coords += g.dim;
         ncent += 1 << g.bits;
+        double cmax = 0.0;
+        for (const float cv : g.centroids) cmax = std::max(cmax, static_cast<double>(std::fabs(cv)));
+        bound_sq += ::bgtq::detail::tq_group_norm_sq_bound(g.dim, cmax, g.fp32_radius);
         t.norm_corr[l] |= gm.norm_correction;
         t.groups.push_back(gm);
       }
@@ -161,6 +166,7 @@ inline device_tables build_tables(const cache_desc& d) {
         hm.key_count = static_cast<int>(c.groups.size());
         hm.key_coords = coords;
         hm.key_cent = ncent;
+        hm.key_bound = std::sqrt(bound_sq);
         t.key_coords[l] = std::max(t.key_coords[l], coords);
         t.key_cent[l] = std::max(t.key_cent[l], ncent);
       } else {
