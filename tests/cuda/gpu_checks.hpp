@@ -311,7 +311,8 @@ inline filled_cache fill_cache(bgtq_cache<>& c, const std::vector<int>& lengths,
 //! magnitudes, cycling over six kinds by token: unchanged; largest component 2e5 (fp16
 //! radii clamp at 65504); 1e31 (norm above 2^100: the encoders' power-of-two copy, fp32
 //! radii clamp); 3e38 (the squared norm and the norm overflow float); 2e37 (norms near
-//! 2^126, where 1/r is subnormal); 1e-33 (tiny: zero radii or tiny ones). Values stay
+//! 2^126, where 1/r is subnormal); 1e-33 (tiny: the norm is below row 16's 1e-30, so zero
+//! radii and the zero code). Values stay
 //! finite in fp32 and bf16 (not fp16).
 inline void scale_extreme_rows(std::vector<float>& x, std::size_t row) {
   const float target[6] = {0.0f, 2e5f, 1e31f, 3e38f, 2e37f, 1e-33f};

@@ -250,9 +250,16 @@ inline check_report gpu_check_encode(shape s, const method& m, const std::vector
 //! query a positive dim 0, so every window score is -Inf (as an overflowed score would
 //! be); the output must then be finite and bit-identical to the same launch without
 //! the window (the CPU cache cannot hold such rows, so the device is its own reference).
+//! `guard_edge` (f32 queries, G >= 2; replaces `nonfinite`): per (sequence, KV head h)
+//! query head h G points along a stored key of h with norm 0.999 max_query_norm (the
+//! CPU's bound: key_norm_bound and, with a window, the window's), which both must serve
+//! alike (logits near 2^125: nearly one-hot), and query head h G + 1 the same at 1.01
+//! max_query_norm, which the device must refuse (NaN outputs, counted): a device bound
+//! looser or tighter than the CPU's by 1% fails.
 inline check_report gpu_check_decode(const shape& s, const method& m, const std::vector<int>& lengths, cuda::dtype q_type,
                                      int splits, std::uint64_t seed, double tol = 1e-4, int nonfinite = 0,
-                                     cuda::decode_path path = cuda::decode_path::cuda_cores, bool inf_window = false) {
+                                     cuda::decode_path path = cuda::decode_path::cuda_cores, bool inf_window = false,
+                                     bool guard_edge = false) {
   check_report rep;
   char head[256];
   std::snprintf(head, sizeof head, "decode%s %s D=%d Hkv=%d G=%d P=%d B=%zu window=%d+%d q=%s splits=%d",
@@ -267,14 +274,49 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
     rep.what += " window scores -inf";
     for (std::size_t i = 0; i < q.size(); i += static_cast<std::size_t>(s.head_dim)) q[i] = std::fabs(q[i]) + 0.25f;
   }
+  const int G = s.q_heads / s.kv_heads;
+  // guard_edge: aim query head (b, h G + x) along a stored key of KV head h at `frac` of the largest accepted norm
+  auto aim = [&](int b, int h, int x, double frac) {
+    std::vector<float> dir(static_cast<std::size_t>(s.head_dim));
+    const int seq = f.seqs[static_cast<std::size_t>(b)];
+    c.decode_key(seq, 0, h, c.length(seq, 0) / 2, dir.data());
+    double dn = 0.0;
+    for (float x2 : dir) dn += static_cast<double>(x2) * x2;
+    dn = std::sqrt(dn);
+    const double sc = s.scale == 0.0f ? 1.0 / std::sqrt(static_cast<double>(s.head_dim)) : static_cast<double>(s.scale);
+    const double qn = frac * bgtq::max_query_norm(bgtq::detail::key_norm_bound(c, 0, h), sc);
+    float* qh = q.data() + (static_cast<std::size_t>(b) * s.q_heads + static_cast<std::size_t>(h * G + x)) * s.head_dim;
+    for (int j = 0; j < s.head_dim; ++j) qh[j] = static_cast<float>(dir[static_cast<std::size_t>(j)] / dn * qn);
+  };
+  if (guard_edge) {
+    rep.what += " guard edge";
+    if (q_type != cuda::dtype::f32 || G < 2 || nonfinite != 0) {
+      rep.what += " | guard_edge needs f32 queries, G >= 2 and nonfinite = 0";
+      return rep;
+    }
+    // the other heads: logits as sharp as at the default scale (a scale of 4 on these
+    // queries would make the softmax so sharp that the tensor cores' fp16 queries alone
+    // move the outputs by ~1%)
+    const double sc = s.scale == 0.0f ? 1.0 / std::sqrt(static_cast<double>(s.head_dim)) : static_cast<double>(s.scale);
+    const float flat = static_cast<float>(std::min(1.0, 1.0 / (std::sqrt(static_cast<double>(s.head_dim)) * sc)));
+    for (float& x : q) x *= flat;
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < s.kv_heads; ++h) aim(b, h, 0, 0.999);
+  }
   std::vector<std::uint16_t> qbits;
   round_to(q, q_type, &qbits);
   std::vector<float> want(q.size()), got(q.size()), got2(q.size());
   bgtq::attention_workspace ws(c);
   bgtq::decode_attention(c, 0, f.seqs, q.data(), want.data(), ws, s.scale);
   if (s.scale != 0.0f) rep.what += " scale=" + std::to_string(s.scale);
-  std::vector<int> bad;  // query heads b * Hq + hq given a non-finite element
-  {
+  std::vector<int> bad;  // query heads b * Hq + hq given a non-finite element (or, guard_edge, too large a norm)
+  if (guard_edge) {  // after the CPU reference, which would refuse the whole call
+    for (int b = 0; b < B; ++b)
+      for (int h = 0; h < s.kv_heads; ++h) {
+        aim(b, h, 1, 1.01);
+        bad.push_back(b * s.q_heads + h * G + 1);
+      }
+  } else {
     bgtq::counter_rng r(seed + 3);
     const int heads = B * s.q_heads;
     while (static_cast<int>(bad.size()) < std::min(nonfinite, heads)) {
@@ -342,7 +384,7 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
   a.path = path;
   a.workspace = dws.p;
   a.workspace_bytes = dws.bytes;
-  if (nonfinite > 0) {  // otherwise the null-counter path
+  if (nonfinite > 0 || guard_edge) {  // otherwise the null-counter path
     BGTQ_CHECK_CUDA(dnf.alloc(sizeof(unsigned long long)));
     BGTQ_CHECK_CUDA(cudaMemset(dnf.p, 0, dnf.bytes));
     a.nonfinite = dnf.as<unsigned long long>();
@@ -378,7 +420,7 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
     BGTQ_CHECK_CUDA(cudaDeviceSynchronize());
     BGTQ_CHECK_CUDA(cudaMemcpy(run == 0 ? got.data() : got2.data(), dout.p, dout.bytes, cudaMemcpyDeviceToHost));
   }
-  if (nonfinite > 0) {
+  if (nonfinite > 0 || guard_edge) {
     unsigned long long counted = 0;
     BGTQ_CHECK_CUDA(cudaMemcpy(&counted, dnf.p, sizeof counted, cudaMemcpyDeviceToHost));
     if (counted != 2u * bad.size()) {
@@ -390,7 +432,7 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
     for (int d = 0; d < s.head_dim; ++d) {
       const std::size_t i = static_cast<std::size_t>(x) * s.head_dim + static_cast<std::size_t>(d);
       if (!std::isnan(got[i]) || !std::isnan(got2[i])) {
-        rep.what += " | query head " + std::to_string(x) + " has a non-finite query but output[" + std::to_string(d) +
+        rep.what += " | query head " + std::to_string(x) + " has a refused query but output[" + std::to_string(d) +
                     "] = " + std::to_string(got[i]) + " (want NaN)";
         return rep;
       }

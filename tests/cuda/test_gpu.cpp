@@ -216,6 +216,26 @@ TEST_CASE("decode_attention: a NaN, Inf or overflowing (3e38) query element give
     }
 }
 
+TEST_CASE("decode_attention: queries at 0.999 of the overflow guard's norm bound are served like the CPU, at 1.01 refused",
+          "[gpu][decode][mma]") {
+  require_device();
+  // the device's bound (head_meta::key_bound, and the window's) against the CPU's, with
+  // and without a window, at the default and an engine's scale of 4 (max(1, scale))
+  const std::vector<int> lengths{300, 97, 23};
+  for (const int win : {0, 1})
+    for (const float scale : {0.0f, 4.0f}) {
+      shape s = decode_shape(64, 2, 8, 2 * win, 8 * win, lengths);
+      s.scale = scale;
+      for (bc::decode_path path : {bc::decode_path::cuda_cores, bc::decode_path::tensor_cores}) {
+        const bool tc = path == bc::decode_path::tensor_cores;
+        const check_report r = gpu_check_decode(s, mixed_method(), lengths, bc::dtype::f32, 0, 765 + win + 2 * tc,
+                                                tc ? 3e-3 : 1e-4, 0, path, false, true);
+        INFO(r.what);
+        REQUIRE(r.ok);
+      }
+    }
+}
+
 TEST_CASE("decode_attention: a window whose every score is -inf leaves the pages' result, finite", "[gpu][decode][mma]") {
   require_device();
   const std::vector<int> lengths{300, 97, 23};  // 23: a sequence that is all window but 3 tokens

@@ -392,7 +392,7 @@ void attend_head(const Cache& cache, int layer, int seq, const typename Cache::s
   }
 }
 
-//! ||x||^2 in double (finite x: no overflow; four stripes).
+//! ||x||^2 in double (finite x: no overflow; four stripes): the overflow guard's norm.
 inline double norm_sq_double(const float* x, std::size_t n) noexcept {
   double s[4] = {0.0, 0.0, 0.0, 0.0};
   std::size_t i = 0;
@@ -403,14 +403,15 @@ inline double norm_sq_double(const float* x, std::size_t n) noexcept {
 }
 
 //! The largest norm a key of (layer, KV head h) can have: its key codec's bound
-//! (`key_norm_bound`: the largest radius or fp16 value it stores) and, with a sink or
-//! recent window, the fp16 window's (65504 per component).
+//! (`key_norm_bound`: the largest radius or fp16 value it stores) and, when the cache
+//! keeps any key in fp16 (a sink or recent window, or the partial block of a codec that
+//! encodes blocks of tokens, such as KIVI's 32), the fp16 window's (65504 per component).
 template <class Cache>
 double key_norm_bound(const Cache& cache, int layer, int h) {
   using K = typename Cache::key_codec;
   const auto& cfg = cache.config();
   double b = K::key_norm_bound(cache.key(layer, h));
-  if (cfg.sink + cfg.recent > 0) b = std::max(b, window_key_norm_bound(cfg.head_dim));
+  if (cfg.sink + cfg.recent > 0 || Cache::block_tokens > 1) b = std::max(b, window_key_norm_bound(cfg.head_dim));
   return b;
 }
 
@@ -456,10 +457,9 @@ void check_decode(const Cache& cache, int layer, std::span<const int> seqs, cons
       for (int g = 0; g < G; ++g) {
         const std::size_t hq = static_cast<std::size_t>(h) * static_cast<std::size_t>(G) + static_cast<std::size_t>(g);
         const float* qh = q + b * row + hq * static_cast<std::size_t>(cfg.head_dim);
-        // the SIMD float sum; only a norm above ~1.8e19 (the float sum overflows) takes the double one
-        const float ss = sum_squares(qh, cfg.head_dim);
-        const double qn = std::sqrt(std::isfinite(ss) ? static_cast<double>(ss)
-                                                      : norm_sq_double(qh, static_cast<std::size_t>(cfg.head_dim)));
+        // in double like the GPU's rotate_query_kernel (another summation order: the two
+        // can differ only for a norm within ~1e-15 relative of qmax)
+        const double qn = std::sqrt(norm_sq_double(qh, static_cast<std::size_t>(cfg.head_dim)));
         if (qn <= qmax) continue;
         char buf[320];
         std::snprintf(buf, sizeof buf,

@@ -16,8 +16,9 @@ namespace bgtq {
 
 //! Scores are float: decode attention (CPU check_decode, GPU rotate_query_kernel)
 //! refuses a query head whose |scale * q.k| or |q.k| could exceed this for some key the
-//! cache can hold. 2^126 (about 8.5e37) keeps the difference of two scores finite too;
-//! FLT_MAX is about 2^128.
+//! cache can hold. 2^126 (about 8.5e37) leaves room below FLT_MAX (about 2^128) for the
+//! difference of two scores and for the GPU tensor-core path, which keeps its scores in
+//! log2 units (scale * log2(e) * q.k, so up to 1.443 * 2^126 < 2^127).
 inline constexpr double max_score_bound = 0x1p126;
 
 //! The largest query norm the guard accepts for keys of norm up to key_bound and logit

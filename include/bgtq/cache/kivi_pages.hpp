@@ -71,7 +71,10 @@ struct kivi_key_pages {
   };
 
   //! The largest norm of a key this codec can decode: each component is zero + scale *
-  //! code with |zero|, |scale| at most 65504 (fp16) and code below 2^bits.
+  //! code with code in [0, 2^bits - 1] and |scale| at most 65504 (fp16); asymmetric: a
+  //! stored fp16 zero, |zero + scale * code| <= 65504 * 2^bits; symmetric: zero =
+  //! -(2^bits - 1) / 2 * scale, |.| <= 65504 * (2^bits - 1) / 2. Either way at most
+  //! 65504 * 2^bits per component.
   static double key_norm_bound(const head_state& s) noexcept {
     return static_cast<double>(half_max) * std::ldexp(1.0, s.opt.bits) * std::sqrt(static_cast<double>(s.D));
   }
