@@ -57,7 +57,7 @@ __global__ void __launch_bounds__(decode_threads) rotate_query_kernel(const deco
   __syncthreads();
   double qn2 = 0.0;
   for (int w = 0; w < decode_threads / 32; ++w) qn2 += s_ss[w];
-  const double kb = p.wcap > 0 ? fmax(hm.key_bound, window_key_norm_bound(p.D)) : hm.key_bound;
+  const double kb = attended_key_norm_bound(hm.key_bound, p.wcap > 0, p.D);
   const bool too_large = sqrt(qn2) > max_query_norm(kb, static_cast<double>(p.scale));  // NaN: false (caught above)
   float* dst = p.qrot + base;
   if (*s_bad != 0u || too_large) {  // CTA-uniform
@@ -584,7 +584,7 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
   kp.wv = window ? a.window_v : nullptr;
   kp.wlen = window ? a.window_len : nullptr;
   kp.wcap = window ? a.window_cap : 0;
-  kp.scale = a.scale == 0.0f ? 1.0f / sqrtf(static_cast<float>(d.head_dim)) : a.scale;
+  kp.scale = logit_scale(a.scale, d.head_dim);
   // before anything is enqueued: the kernels' shared-memory limits and, for the
   // tensor-core kernel, its own plan (as many CTAs as are resident at once, never more
   // splits than decode_plan sized the workspace for); automatic falls back to the

@@ -275,15 +275,13 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
     for (std::size_t i = 0; i < q.size(); i += static_cast<std::size_t>(s.head_dim)) q[i] = std::fabs(q[i]) + 0.25f;
   }
   const int G = s.q_heads / s.kv_heads;
+  const double sc = bgtq::logit_scale(s.scale, s.head_dim);
   // guard_edge: aim query head (b, h G + x) along a stored key of KV head h at `frac` of the largest accepted norm
   auto aim = [&](int b, int h, int x, double frac) {
     std::vector<float> dir(static_cast<std::size_t>(s.head_dim));
     const int seq = f.seqs[static_cast<std::size_t>(b)];
     c.decode_key(seq, 0, h, c.length(seq, 0) / 2, dir.data());
-    double dn = 0.0;
-    for (float x2 : dir) dn += static_cast<double>(x2) * x2;
-    dn = std::sqrt(dn);
-    const double sc = s.scale == 0.0f ? 1.0 / std::sqrt(static_cast<double>(s.head_dim)) : static_cast<double>(s.scale);
+    const double dn = std::sqrt(bgtq::detail::norm_sq_double(dir.data(), dir.size()));
     const double qn = frac * bgtq::max_query_norm(bgtq::detail::key_norm_bound(c, 0, h), sc);
     float* qh = q.data() + (static_cast<std::size_t>(b) * s.q_heads + static_cast<std::size_t>(h * G + x)) * s.head_dim;
     for (int j = 0; j < s.head_dim; ++j) qh[j] = static_cast<float>(dir[static_cast<std::size_t>(j)] / dn * qn);
@@ -297,7 +295,6 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
     // the other heads: logits as sharp as at the default scale (a scale of 4 on these
     // queries would make the softmax so sharp that the tensor cores' fp16 queries alone
     // move the outputs by ~1%)
-    const double sc = s.scale == 0.0f ? 1.0 / std::sqrt(static_cast<double>(s.head_dim)) : static_cast<double>(s.scale);
     const float flat = static_cast<float>(std::min(1.0, 1.0 / (std::sqrt(static_cast<double>(s.head_dim)) * sc)));
     for (float& x : q) x *= flat;
     for (int b = 0; b < B; ++b)

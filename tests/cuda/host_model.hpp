@@ -92,7 +92,7 @@ inline void model_decode(const cache_desc& d, const device_tables& t, const std:
   const int gm = heads_per_cta(G);
   const int hchunks = (G + gm - 1) / gm;
   const split_plan sp = plan_splits(in.batch * Hkv * hchunks, in.max_quantized, in.sms, in.splits);
-  const float scale = in.scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(D)) : in.scale;
+  const float scale = ::bgtq::logit_scale(in.scale, D);
   const decode_workspace_layout wl = decode_workspace(in.batch, Hq, D, sp.splits);
   std::vector<float> ws(wl.bytes / 4, std::nanf(""));
   float* qrot = ws.data() + wl.qrot / 4;

@@ -410,9 +410,8 @@ template <class Cache>
 double key_norm_bound(const Cache& cache, int layer, int h) {
   using K = typename Cache::key_codec;
   const auto& cfg = cache.config();
-  double b = K::key_norm_bound(cache.key(layer, h));
-  if (cfg.sink + cfg.recent > 0 || Cache::block_tokens > 1) b = std::max(b, window_key_norm_bound(cfg.head_dim));
-  return b;
+  return attended_key_norm_bound(K::key_norm_bound(cache.key(layer, h)),
+                                 cfg.sink + cfg.recent > 0 || Cache::block_tokens > 1, cfg.head_dim);
 }
 
 //! Validates a decode call (allocates nothing: the views are taken again by the caller).
@@ -449,7 +448,7 @@ void check_decode(const Cache& cache, int layer, std::span<const int> seqs, cons
                  "decode_attention: workspace was made for another cache shape or codec");
   // the overflow guard (after the layer check: the bound reads the layer's codecs)
   const int G = cfg.q_heads / cfg.kv_heads;
-  const double sc = scale == 0.0f ? 1.0 / std::sqrt(static_cast<double>(cfg.head_dim)) : static_cast<double>(scale);
+  const double sc = logit_scale(scale, cfg.head_dim);
   for (int h = 0; h < cfg.kv_heads; ++h) {
     const double kb = key_norm_bound(cache, layer, h);
     const double qmax = max_query_norm(kb, sc);
@@ -491,7 +490,7 @@ void decode_attention(const Cache& cache, int layer, std::span<const int> seqs, 
   detail::check_decode(cache, layer, seqs, q, out, scale, std::span<const attention_workspace>(&ws, 1));
   const int G = cfg.q_heads / cfg.kv_heads;
   const std::size_t D = static_cast<std::size_t>(cfg.head_dim);
-  const float sc = scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(D)) : scale;
+  const float sc = logit_scale(scale, cfg.head_dim);
   for (std::size_t b = 0; b < seqs.size(); ++b) {
     const auto view = cache.view(seqs[b], layer);
     for (int h = 0; h < cfg.kv_heads; ++h) {
@@ -514,7 +513,7 @@ void decode_attention(const Cache& cache, int layer, std::span<const int> seqs, 
                        std::span<const attention_workspace>(ws.data(), static_cast<std::size_t>(pool.size())));
   const int G = cfg.q_heads / cfg.kv_heads;
   const std::size_t D = static_cast<std::size_t>(cfg.head_dim);
-  const float sc = scale == 0.0f ? 1.0f / std::sqrt(static_cast<float>(D)) : scale;
+  const float sc = logit_scale(scale, cfg.head_dim);
   const int tasks = static_cast<int>(seqs.size()) * cfg.kv_heads;
   pool.run(tasks, [&](int t, int worker) {
     const std::size_t b = static_cast<std::size_t>(t / cfg.kv_heads);

@@ -30,6 +30,19 @@ BGTQ_HOST_DEVICE double max_query_norm(double key_bound, double scale) {
 //! The largest norm of an fp16 window key of D components (each at most 65504).
 BGTQ_HOST_DEVICE double window_key_norm_bound(int D) { return 65504.0 * sqrt(static_cast<double>(D)); }
 
+//! The key norm bound a query head is checked against: its key codec's (`codec_bound`)
+//! and, when fp16 keys (a window) are attended too, the window's. The CPU
+//! (detail::key_norm_bound) and the GPU (rotate_query_kernel) both take it from here.
+BGTQ_HOST_DEVICE double attended_key_norm_bound(double codec_bound, bool fp16_keys, int D) {
+  const double w = fp16_keys ? window_key_norm_bound(D) : 0.0;
+  return codec_bound > w ? codec_bound : w;
+}
+
+//! Decode attention's logit scale: `scale`, or 1/sqrt(D) when it is 0 (the default).
+BGTQ_HOST_DEVICE float logit_scale(float scale, int D) {
+  return scale == 0.0f ? 1.0f / sqrtf(static_cast<float>(D)) : scale;
+}
+
 //! Running max and sum of an online softmax.
 struct softmax_state {
   float m;  //!< reference max (-inf when empty)
