@@ -36,7 +36,8 @@ namespace {
 __global__ void __launch_bounds__(decode_threads) rotate_query_kernel(const decode_kparams p) {
   allow_dependent_launch();  // the split kernel may start its CTAs (it waits before reading qrot)
   float* s_x = dynamic_smem<float>();  // [D] the query, float
-  unsigned* s_bad = reinterpret_cast<unsigned*>(s_x + p.D);
+  float* s_g = s_x + p.D;              // [D] the query gathered in key-coordinate order
+  unsigned* s_bad = reinterpret_cast<unsigned*>(s_g + p.D);
   __shared__ double s_ss[decode_threads / 32];  // per-warp sums of squares
   const int hq = blockIdx.x;
   const int b = blockIdx.y;
@@ -65,17 +66,21 @@ __global__ void __launch_bounds__(decode_threads) rotate_query_kernel(const deco
     if (threadIdx.x == 0 && p.nonfinite != nullptr) atomicAdd(p.nonfinite, 1ull);
     return;
   }
+  // gather every key group's dims first (the groups' coordinates are disjoint ranges of
+  // [0, D)), so the rotations read shared memory only, not a dims load per term
   int covered = 0;  // key coordinates [0, covered) belong to groups
   for (int gi = 0; gi < hm.key_count; ++gi) {
     const group_meta g = p.groups[hm.key_first + gi];
     const int* dims = p.dims + g.dims;
-    struct gather {
-      const float* x;
-      const int* dims;
-      __host__ __device__ float operator()(int j) const { return x[dims[j]]; }
-    };
-    for (int i = threadIdx.x; i < g.n; i += blockDim.x) dst[g.coord_off + i] = rotated_coord(p.rot + g.rot, g.n, i, gather{s_x, dims});
+    for (int i = threadIdx.x; i < g.n; i += blockDim.x) s_g[g.coord_off + i] = s_x[dims[i]];
     covered = g.coord_off + g.n;
+  }
+  __syncthreads();
+  for (int gi = 0; gi < hm.key_count; ++gi) {
+    const group_meta g = p.groups[hm.key_first + gi];
+    const float* xg = s_g + g.coord_off;
+    for (int i = threadIdx.x; i < g.n; i += blockDim.x)
+      dst[g.coord_off + i] = rotated_coord(p.rot + g.rot, g.n, i, [xg](int j) { return xg[j]; });
   }
   for (int d = covered + static_cast<int>(threadIdx.x); d < p.D; d += blockDim.x) dst[d] = 0.0f;
 }
@@ -403,15 +408,33 @@ __global__ void __launch_bounds__(decode_threads) merge_kernel(const decode_kpar
   }
 
   // 1. log-sum-exp merge of the splits (every thread folds the states in the same order)
+  // The loads of 8 splits are issued before their merges (independent loads in flight,
+  // not one partial's latency per split); the fold order is unchanged.
   softmax_state st{-__builtin_inff(), 0.0f};
   float a0 = 0.0f, a1 = 0.0f;
-  for (int s = 0; s < p.splits; ++s) {
-    const softmax_state o{p.ml[2 * (row0 + s)], p.ml[2 * (row0 + s) + 1]};
-    float fa, fb;
-    merge(st, o, fa, fb);
-    const float* as = p.acc + (row0 + s) * p.D;
-    if (tid < nvc) a0 = fmaf(fb, as[tid], fa * a0);
-    if (tid + decode_threads < nvc) a1 = fmaf(fb, as[tid + decode_threads], fa * a1);
+  constexpr int batch = 8;
+  const float* ml = p.ml + 2 * row0;
+  const float* acc = p.acc + row0 * p.D;
+  for (int s0 = 0; s0 < p.splits; s0 += batch) {
+    float m[batch], l[batch], x0[batch], x1[batch];
+#pragma unroll
+    for (int u = 0; u < batch; ++u) {
+      const int s = s0 + u < p.splits ? s0 + u : p.splits - 1;  // in bounds; unused past the end
+      m[u] = ml[2 * s];
+      l[u] = ml[2 * s + 1];
+      const float* as = acc + static_cast<std::size_t>(s) * p.D;
+      x0[u] = tid < nvc ? as[tid] : 0.0f;
+      x1[u] = tid + decode_threads < nvc ? as[tid + decode_threads] : 0.0f;
+    }
+    loads_issued();
+#pragma unroll
+    for (int u = 0; u < batch; ++u) {
+      if (s0 + u >= p.splits) break;
+      float fa, fb;
+      merge(st, softmax_state{m[u], l[u]}, fa, fb);
+      a0 = fmaf(fb, x0[u], fa * a0);
+      a1 = fmaf(fb, x1[u], fa * a1);
+    }
   }
   if (tid < nvc) s_y[tid] = a0;
   if (tid + decode_threads < nvc) s_y[tid + decode_threads] = a1;
@@ -425,11 +448,8 @@ __global__ void __launch_bounds__(decode_threads) merge_kernel(const decode_kpar
     const group_meta g = p.groups[hm.value_first + gi];
     const float* bwd = p.rot + g.rot + static_cast<std::size_t>(g.n) * g.n;
     const int* dims = p.dims + g.dims;
-    for (int i = tid; i < g.n; i += decode_threads) {
-      float x = 0.0f;
-      for (int j = 0; j < g.n; ++j) x = fmaf(bwd[static_cast<std::size_t>(j) * g.n + i], s_y[g.coord_off + j], x);
-      s_x[dims[i]] = x;
-    }
+    const float* yg = s_y + g.coord_off;
+    for (int i = tid; i < g.n; i += decode_threads) s_x[dims[i]] = rotated_coord(bwd, g.n, i, [yg](int j) { return yg[j]; });
   }
   // 3. the fp16 window in the same softmax. Nothing here is serial over the window: warp
   // w scores tokens w*4 .. w*4+3, then every 4*NW-th group (four rows in flight per lane),
@@ -635,7 +655,7 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
   // predecessor's tail (BGTQ_LAUNCH_OVERLAP); rotate waits for the caller's earlier work.
   const dim3 head_grid(static_cast<unsigned>(d.q_heads), static_cast<unsigned>(a.batch));
   const dim3 block(decode_threads);
-  BGTQ_LAUNCH(rotate_query_kernel, head_grid, block, static_cast<std::size_t>(d.head_dim + 1) * 4u, st, kp);
+  BGTQ_LAUNCH(rotate_query_kernel, head_grid, block, static_cast<std::size_t>(2 * d.head_dim + 1) * 4u, st, kp);
   BGTQ_CUDA_LAUNCHED("rotate_query_kernel");
 
   const errc e = mma ? launch_split_mma(kp, run, p_->mma[l], dev, st)

@@ -208,15 +208,41 @@ BGTQ_HOST_DEVICE float tq_norm(const Get& x, int n) {
 //! True when tq_quantizer stores this sub-vector as zero codes with radius 0.
 BGTQ_HOST_DEVICE bool tq_radius_is_zero(float r, bool fp32) { return !(::bgtq::detail::round_radius(r, fp32) > 0.0f) || r < 1e-30f; }
 
+//! A compiler barrier for memory on the device, nothing on the host: the loads written
+//! above it are issued above it. nvcc's front end otherwise sinks each load of a batch to
+//! the multiply-add that uses it, and the batch is again one memory latency per term.
+BGTQ_HOST_DEVICE void loads_issued() {
+#if defined(__CUDA_ARCH__)
+  asm volatile("" ::: "memory");
+#endif
+}
+
 //! Coordinate o of P·x as a fused multiply-add chain over i = 0..n-1 from 0, with
 //! fwd = P^T row-major (fwd[i*n + o] = P[o][i]). This is the order of the CPU's
 //! AVX2/AVX-512 dense product (rotation/kernels.hpp axpy_block), so Haar rotations
 //! give bit-identical coordinates; other rotations (and the scalar CPU path) differ
 //! in the last bits.
+//! The matrix entries are read 16 at a time before their multiply-adds, so a GPU thread
+//! has 16 independent loads in flight instead of one load per link of the chain (a
+//! lone CTA per head otherwise waits a memory latency per coordinate: measured on an
+//! H200, rotate_query_kernel took 25-29 us for 32 heads); the order of the multiply-adds,
+//! and so every bit of the result, is unchanged. The rotation back (merge_kernel) calls
+//! it with P row-major for coordinate o of P^T y: fmaf is symmetric in its factors.
 template <class Get>
 BGTQ_HOST_DEVICE float rotated_coord(const float* fwd, int n, int o, const Get& x) {
+  constexpr int batch = 16;
+  const std::size_t ld = static_cast<std::size_t>(n);
   float acc = 0.0f;
-  for (int i = 0; i < n; ++i) acc = fmaf(x(i), fwd[static_cast<std::size_t>(i) * static_cast<std::size_t>(n) + o], acc);
+  int i = 0;
+  for (; i + batch <= n; i += batch) {
+    float m[batch];
+    BGTQ_DETAIL_UNROLL(16)
+    for (int u = 0; u < batch; ++u) m[u] = fwd[static_cast<std::size_t>(i + u) * ld + static_cast<std::size_t>(o)];
+    loads_issued();
+    BGTQ_DETAIL_UNROLL(16)
+    for (int u = 0; u < batch; ++u) acc = fmaf(x(i + u), m[u], acc);
+  }
+  for (; i < n; ++i) acc = fmaf(x(i), fwd[static_cast<std::size_t>(i) * ld + static_cast<std::size_t>(o)], acc);
   return acc;
 }
 
