@@ -18,6 +18,8 @@
 //                                        and tensor_cores as "<method>/tc", whose output is
 //                                        also compared with the CUDA-core output: exit 1
 //                                        past 5e-3 of max |out|)
+//   --window N                           every decode also attends an N-token fp16 window
+//   --splits N                           force N splits (decode_args::splits) at every shape
 //
 // Pages are filled on the device by encode_append from random fp16 keys/values (one
 // 32K-token random chunk encoded into every page range: distinct memory, repeating
@@ -232,7 +234,8 @@ struct row {
 
 //! window > 0: every decode also attends an fp16 window of that many tokens per sequence
 //! (random K/V rows, window_len = window for every b; bytes count them at 4·D per token).
-int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, path_mode mode, int window) {
+//! splits > 0 forces that split count (decode_args::splits) at every shape.
+int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, path_mode mode, int window, int splits) {
   int dev = 0;
   DIE_CUDA(cudaGetDevice(&dev));
   cudaDeviceProp prop{};
@@ -367,7 +370,7 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, pat
           for (int p = 0; p < pps; ++p) pt[static_cast<std::size_t>(b) * pps + p] = b * static_cast<int>(maxT / P) + p;
         DIE_CUDA(cudaMemcpy(dpt, pt.data(), pt.size() * 4, cudaMemcpyHostToDevice));
         DIE_CUDA(cudaMemcpy(dqn, qn.data(), qn.size() * 4, cudaMemcpyHostToDevice));
-        const bc::split_plan sp = cache.decode_plan(B, T);
+        const bc::split_plan sp = cache.decode_plan(B, T, splits);
         void* ws = nullptr;
         const std::size_t wsb = cache.decode_workspace_bytes(B, sp.splits);
         DIE_CUDA(cudaMalloc(&ws, wsb));
@@ -383,6 +386,7 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, pat
         a.max_quantized = T;
         a.workspace = ws;
         a.workspace_bytes = wsb;
+        a.splits = splits;
         if (window > 0) {
           a.window_k = static_cast<const std::uint16_t*>(dwk);
           a.window_v = static_cast<const std::uint16_t*>(dwv);
@@ -503,7 +507,7 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, pat
 int main(int argc, char** argv) {
   bool check = false, quick = false, probe = false, tiny = false, small = false;
   path_mode mode = path_mode::both;
-  int runs = 25, window = 0;
+  int runs = 25, window = 0, splits = 0;
   std::string json;
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
@@ -524,6 +528,12 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "bench_decode: --window must be in 0..16384 (got %d)\n", window);
         return 2;
       }
+    } else if (a == "--splits" && i + 1 < argc) {
+      splits = std::atoi(argv[++i]);
+      if (splits < 0 || splits > 1024) {
+        std::fprintf(stderr, "bench_decode: --splits must be in 0..1024 (got %d)\n", splits);
+        return 2;
+      }
     } else if (a == "--json" && i + 1 < argc) {
       json = argv[++i];
     } else if (a == "--path" && i + 1 < argc) {
@@ -540,7 +550,7 @@ int main(int argc, char** argv) {
       }
     } else {
       std::fprintf(stderr,
-                   "usage: bench_decode [--probe | --check | --sanitize | [--quick | --tiny] [--runs N>=20] [--window N] [--json FILE]] "
+                   "usage: bench_decode [--probe | --check | --sanitize | [--quick | --tiny] [--runs N>=20] [--window N] [--splits N] [--json FILE]] "
                    "[--path both|cuda_cores|tensor_cores]\n");
       return 2;
     }
@@ -556,5 +566,5 @@ int main(int argc, char** argv) {
                 bgtq::cuda::pdl_disabled() ? "off (BGTQ_NO_PDL)" : "on where sm_90 code runs");
     return 0;
   }
-  return check ? run_checks(mode, small) : run_bench(quick, tiny, runs, json, mode, window);
+  return check ? run_checks(mode, small) : run_bench(quick, tiny, runs, json, mode, window, splits);
 }

@@ -5,8 +5,9 @@
 #   1. builds the kernels and bench_decode with nvcc/g++ directly (no CMake, Eigen or
 #      Catch2 needed; the kernels and the benchmark use only the std library);
 #   2. checks the kernels against the CPU reference: with CMake + Catch2 + Eigen present,
-#      the Catch2 suite (`ctest -L gpu`); otherwise `bench_decode --check`, the same
-#      device checks without Catch2;
+#      the Catch2 suite (`ctest -L gpu`, 4 at a time, 120 s each at most); otherwise
+#      `bench_decode --check`, a subset of the same device checks without Catch2 (a bare
+#      machine can get Catch2 and Eigen from a carried prefix: CMAKE_PREFIX_PATH, docs/gpu.md);
 #   3. measures device-to-device copy bandwidth and times packed decode attention
 #      (bench_decode), then fp16 SDPA on the same shapes (sdpa.py), and prints ONE table;
 #   3b. times the same decode with a 132-token fp16 window (window_table.txt, appended to the table);
@@ -18,7 +19,8 @@
 # Environment: OUT, BGTQ_GPU_BUILD (work dir), BGTQ_GPU_ARCH (e.g. 90), BGTQ_GPU_CTEST=0
 # (skip the CMake/Catch2 path), BGTQ_GPU_QUICK=1 (T up to 32K only), BGTQ_GPU_SANITIZE=0 (skip step 4),
 # BGTQ_GPU_WINDOW=N (window rows with N tokens, 0 skips them), BGTQ_GPU_TIMEOUT, CXX, CUDACXX,
-# BGTQ_NO_PDL=1 (plain launches throughout; a failed check is rerun so once by itself).
+# BGTQ_NO_PDL=1 (plain launches throughout; a failed check is rerun so once by itself),
+# BGTQ_GPU_BUILD_ONLY=1 (stop after building bench_decode and probing the device: bench/gpu/profile.sh).
 # Exit status: 0 all good, 1 a check failed or a step broke, 124 the time guard fired.
 set -euo pipefail
 
@@ -99,6 +101,7 @@ set +e
 probe=$?
 set -e
 [[ $probe -eq 0 ]] || die "no usable CUDA device (bench_decode --probe exit $probe); nothing was measured"
+if [[ "${BGTQ_GPU_BUILD_ONLY:-0}" == "1" ]]; then log "built $WORK/bench_decode (BGTQ_GPU_BUILD_ONLY=1: no checks, no timings)"; exit 0; fi
 
 # ---------------------------------------------------------------- 2. correctness
 checks_ok=1
@@ -119,7 +122,7 @@ fi
 if [[ $use_ctest -eq 1 ]]; then
   log "Catch2 suite: building test_cuda"
   if cmake --build "$WORK/cmake" -j "$JOBS" --target test_cuda > "$WORK/cmake-build.log" 2>&1; then
-    (cd "$WORK/cmake" && ctest -L gpu --output-on-failure) 2>&1 | tee -a "$CHECKS" >&2 || checks_ok=0
+    (cd "$WORK/cmake" && ctest -L gpu -j 4 --timeout 120 --output-on-failure) 2>&1 | tee -a "$CHECKS" >&2 || checks_ok=0
   else
     tail -40 "$WORK/cmake-build.log" >&2
     log "test_cuda build failed: falling back to bench_decode --check"

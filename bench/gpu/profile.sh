@@ -1,0 +1,53 @@
+#!/usr/bin/env bash
+# bench/gpu/profile.sh - where the decode launches spend their time, kernel by kernel
+# (docs/PERFORMANCE.md, "GPU"). On a GPU machine with the CUDA toolkit (nvcc, ncu):
+#   1. builds bench_decode with run.sh (BGTQ_GPU_BUILD_ONLY=1);
+#   2. runs Nsight Compute over three decode_attention calls (rotate_query, split, merge
+#      kernels) of Block-GTQ K3V3 at B=1 T=4K and B=16 T=32K (D=128, Hq=32, Hkv=8), on each
+#      split kernel: ncu_<path>_b<B>.txt (duration, throughput, occupancy, warp stalls),
+#      and the CUDA-core kernels with a 132-token fp16 window at B=1 T=4K: ncu_window_b1.txt;
+#   3. times `bench_decode --quick` with plain launches (BGTQ_NO_PDL=1) beside overlapped
+#      ones, for the launch overlap's share at short T: pdl_on.txt, pdl_off.txt.
+# Results go to $OUT (if set) or build-gpu/profile. ncu runs with --clock-control none
+# (the clocks as the benchmark sees them) and its default cache flush before each kernel.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+WORK="${BGTQ_GPU_BUILD:-$ROOT/build-gpu}"
+OUTDIR="${OUT:-$WORK/profile}"
+mkdir -p "$OUTDIR"
+BGTQ_GPU_BUILD_ONLY=1 BGTQ_GPU_BUILD="$WORK" OUT="$OUTDIR" bash "$ROOT/bench/gpu/run.sh"
+BENCH="$WORK/bench_decode"
+NCU="$(command -v ncu || true)"
+[[ -z "$NCU" && -n "${CUDA_HOME:-}" && -x "$CUDA_HOME/bin/ncu" ]] && NCU="$CUDA_HOME/bin/ncu"
+[[ -z "$NCU" ]] && NCU="$(ls -d /usr/local/cuda/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1 || true)"
+
+# bench_decode --quick walks Block-GTQ K3V3 first, B in {1, 16} x T in {4K, 32K}; per
+# shape it makes (tensor_cores: 1 untimed CUDA-core reference call +) 3 warm-up calls +
+# 20 timed calls, 3 kernels each, so a shape's first warm-up call starts at kernel
+#   tensor_cores: 72*s + 3, cuda_cores: 69*s   (s = 0 for B=1 T=4K, 3 for B=16 T=32K).
+if [[ -n "$NCU" ]]; then
+  for path in tensor_cores cuda_cores; do
+    for s in 0 3; do
+      if [[ $path == tensor_cores ]]; then skip=$((72 * s + 3)); else skip=$((69 * s)); fi
+      b=1; [[ $s -eq 3 ]] && b=16
+      echo "ncu: $path, Block-GTQ K3V3 B=$b (kernels $skip..$((skip + 8)))" >&2
+      timeout --kill-after=5 150 "$NCU" --clock-control none --kernel-name regex:'rotate_query|decode_split|merge_kernel' \
+        --launch-skip "$skip" --launch-count 9 --section SpeedOfLight --section LaunchStats --section Occupancy \
+        --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis \
+        "$BENCH" --quick --runs 20 --path "$path" > "$OUTDIR/ncu_${path}_b$b.txt" 2>&1 || echo "ncu exit $? ($path B=$b)" >&2
+    done
+  done
+  # the fp16 window's share (measured ~120 us per call on an H200 at every shape): the
+  # CUDA-core kernels with a 132-token window, B=1 T=4K
+  echo "ncu: cuda_cores with a 132-token window, Block-GTQ K3V3 B=1 (kernels 0..8)" >&2
+  timeout --kill-after=5 150 "$NCU" --clock-control none --kernel-name regex:'rotate_query|decode_split|merge_kernel' \
+    --launch-skip 0 --launch-count 9 --section SpeedOfLight --section LaunchStats --section Occupancy \
+    --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis \
+    "$BENCH" --quick --runs 20 --path cuda_cores --window 132 > "$OUTDIR/ncu_window_b1.txt" 2>&1 || echo "ncu exit $? (window)" >&2
+else
+  echo "profile.sh: ncu not found, no per-kernel profile" >&2
+fi
+"$BENCH" --quick --runs 20 --path tensor_cores > "$OUTDIR/pdl_on.txt" 2>&1 || true
+BGTQ_NO_PDL=1 "$BENCH" --quick --runs 20 --path tensor_cores > "$OUTDIR/pdl_off.txt" 2>&1 || true
+grep -h "Duration\|^  [a-z_]*kernel\|decode_split\|rotate_query\|merge_kernel" "$OUTDIR"/ncu_*.txt | head -120 || true
+grep -h "B=" "$OUTDIR/pdl_on.txt" "$OUTDIR/pdl_off.txt" | head -40 || true
