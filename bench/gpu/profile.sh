@@ -25,25 +25,27 @@ NCU="$(command -v ncu || true)"
 # shape it makes (tensor_cores: 1 untimed CUDA-core reference call +) 3 warm-up calls +
 # 20 timed calls, 3 kernels each, so a shape's first warm-up call starts at kernel
 #   tensor_cores: 72*s + 3, cuda_cores: 69*s   (s = 0 for B=1 T=4K, 3 for B=16 T=32K).
+# profile OUTFILE SKIP BENCH_ARGS...: 9 decode kernels (3 calls) from kernel SKIP on
+profile() {
+  local out="$1" skip="$2"
+  shift 2
+  echo "ncu: bench_decode $* (kernels $skip..$((skip + 8))) -> $(basename "$out")" >&2
+  timeout --kill-after=5 150 "$NCU" --clock-control none --kernel-name regex:'rotate_query|decode_split|merge_kernel' \
+    --launch-skip "$skip" --launch-count 9 --section SpeedOfLight --section LaunchStats --section Occupancy \
+    --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis \
+    "$BENCH" --quick --runs 20 "$@" > "$out" 2>&1 || echo "ncu exit $? ($*)" >&2
+}
 if [[ -n "$NCU" ]]; then
   for path in tensor_cores cuda_cores; do
     for s in 0 3; do
       if [[ $path == tensor_cores ]]; then skip=$((72 * s + 3)); else skip=$((69 * s)); fi
       b=1; [[ $s -eq 3 ]] && b=16
-      echo "ncu: $path, Block-GTQ K3V3 B=$b (kernels $skip..$((skip + 8)))" >&2
-      timeout --kill-after=5 150 "$NCU" --clock-control none --kernel-name regex:'rotate_query|decode_split|merge_kernel' \
-        --launch-skip "$skip" --launch-count 9 --section SpeedOfLight --section LaunchStats --section Occupancy \
-        --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis \
-        "$BENCH" --quick --runs 20 --path "$path" > "$OUTDIR/ncu_${path}_b$b.txt" 2>&1 || echo "ncu exit $? ($path B=$b)" >&2
+      profile "$OUTDIR/ncu_${path}_b$b.txt" "$skip" --path "$path"
     done
   done
   # the fp16 window's share (measured ~120 us per call on an H200 at every shape): the
   # CUDA-core kernels with a 132-token window, B=1 T=4K
-  echo "ncu: cuda_cores with a 132-token window, Block-GTQ K3V3 B=1 (kernels 0..8)" >&2
-  timeout --kill-after=5 150 "$NCU" --clock-control none --kernel-name regex:'rotate_query|decode_split|merge_kernel' \
-    --launch-skip 0 --launch-count 9 --section SpeedOfLight --section LaunchStats --section Occupancy \
-    --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis \
-    "$BENCH" --quick --runs 20 --path cuda_cores --window 132 > "$OUTDIR/ncu_window_b1.txt" 2>&1 || echo "ncu exit $? (window)" >&2
+  profile "$OUTDIR/ncu_window_b1.txt" 0 --path cuda_cores --window 132
 else
   echo "profile.sh: ncu not found, no per-kernel profile" >&2
 fi

@@ -34,10 +34,13 @@
 
 //! Full unrolling of the loops over register arrays (they must unroll for the arrays to
 //! live in registers: seen in score_group64, where GCC 12 otherwise stored all 16
-//! accumulators to the stack on every coordinate). nvcc's front end does not know the
-//! GCC spelling: left out there.
+//! accumulators to the stack on every coordinate). nvcc's device pass gets its own
+//! spelling (`#pragma unroll n`, e.g. rotated_coord's batches in kernel_math.hpp); its
+//! host pass does not know the GCC spelling: left out there.
 #define BGTQ_DETAIL_PRAGMA(x) _Pragma(#x)
-#if defined(__CUDACC__) || !(defined(__GNUC__) || defined(__clang__))
+#if defined(__CUDA_ARCH__)
+#define BGTQ_DETAIL_UNROLL(n) BGTQ_DETAIL_PRAGMA(unroll n)
+#elif defined(__CUDACC__) || !(defined(__GNUC__) || defined(__clang__))
 #define BGTQ_DETAIL_UNROLL(n)
 #else
 #define BGTQ_DETAIL_UNROLL(n) BGTQ_DETAIL_PRAGMA(GCC unroll n)

@@ -265,11 +265,9 @@ inline void model_decode(const cache_desc& d, const device_tables& t, const std:
       for (int gi = 0; gi < hm.value_count; ++gi) {
         const group_meta& g = grp(hm.value_first + gi);
         const float* bwd = t.rot.data() + g.rot + static_cast<std::size_t>(g.n) * g.n;
-        for (int i = 0; i < g.n; ++i) {
-          float v = 0.0f;
-          for (int j = 0; j < g.n; ++j) v = fmaf(bwd[static_cast<std::size_t>(j) * g.n + i], y[static_cast<std::size_t>(g.coord_off + j)], v);
-          x[static_cast<std::size_t>(t.dims[static_cast<std::size_t>(g.dims + i)])] = v;
-        }
+        const float* yg = y.data() + g.coord_off;
+        for (int i = 0; i < g.n; ++i)
+          x[static_cast<std::size_t>(t.dims[static_cast<std::size_t>(g.dims + i)])] = rotated_coord(bwd, g.n, i, [yg](int j) { return yg[j]; });
       }
       const float* q = in.q + (static_cast<std::size_t>(b) * Hq + hq) * D;
       int nwin = in.window_len ? in.window_len[b] : 0;

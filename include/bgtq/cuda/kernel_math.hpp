@@ -235,16 +235,10 @@ BGTQ_HOST_DEVICE float rotated_coord(const float* fwd, int n, int o, const Get& 
   float acc = 0.0f;
   int i = 0;
   for (; i + batch <= n; i += batch) {
-    float m[batch];  // in registers only if both loops unroll (explicitly, on each compiler)
-#if defined(__CUDA_ARCH__)
-#pragma unroll
-#endif
+    float m[batch];  // in registers only if both loops unroll (asked for on each compiler)
     BGTQ_DETAIL_UNROLL(16)
     for (int u = 0; u < batch; ++u) m[u] = fwd[static_cast<std::size_t>(i + u) * ld + static_cast<std::size_t>(o)];
     loads_issued();
-#if defined(__CUDA_ARCH__)
-#pragma unroll
-#endif
     BGTQ_DETAIL_UNROLL(16)
     for (int u = 0; u < batch; ++u) acc = fmaf(x(i + u), m[u], acc);
   }
