@@ -452,7 +452,8 @@ __global__ void __launch_bounds__(decode_threads) merge_kernel(const decode_kpar
     for (int i = tid; i < g.n; i += decode_threads) s_x[dims[i]] = rotated_coord(bwd, g.n, i, [yg](int j) { return yg[j]; });
   }
   // 3. the fp16 window in the same softmax. Nothing here is serial over the window: warp
-  // w scores tokens w*4 .. w*4+3, then every 4*NW-th group (four rows in flight per lane),
+  // w scores tokens w*4 .. w*4+3, then every 4*NW-th group (four rows of D/32 elements in
+  // flight per lane),
   // the max and the sum are block reductions, and warp w accumulates the values of
   // tokens w, w+NW, ... with lane holding dims lane + 32k; the NW partial sums are added
   // in warp order. (Before: one thread looped over the whole window for the max and the
@@ -468,11 +469,20 @@ __global__ void __launch_bounds__(decode_threads) merge_kernel(const decode_kpar
     const std::size_t wbase = (static_cast<std::size_t>(b) * p.Hkv + h) * p.wcap * p.D;
     for (int i0 = warp * 4; i0 < nwin; i0 += NW * 4) {
       float sc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-      for (int d = lane; d < p.D; d += 32) {
-        const float qd = s_q[d];
+      // a fixed trip count and no branch between the loads, so all of a group's loads
+      // are in flight together: rows past the window re-read its last row (their scores
+      // are not stored), dims past D are predicated off
 #pragma unroll
-        for (int u = 0; u < 4; ++u)
-          if (i0 + u < nwin) sc[u] = fmaf(qd, half_bits_to_float(p.wk[wbase + static_cast<std::size_t>(i0 + u) * p.D + d]), sc[u]);
+      for (int k = 0; k < max_head_dim / 32; ++k) {
+        const int d = lane + 32 * k;
+        if (d < p.D) {
+          const float qd = s_q[d];
+#pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            const int row = min(i0 + u, nwin - 1);
+            sc[u] = fmaf(qd, half_bits_to_float(p.wk[wbase + static_cast<std::size_t>(row) * p.D + d]), sc[u]);
+          }
+        }
       }
 #pragma unroll
       for (int u = 0; u < 4; ++u) {
@@ -508,7 +518,7 @@ __global__ void __launch_bounds__(decode_threads) merge_kernel(const decode_kpar
     float va[max_head_dim / 32];
 #pragma unroll
     for (int k = 0; k < max_head_dim / 32; ++k) va[k] = 0.0f;
-#pragma unroll 2
+#pragma unroll 4
     for (int i = warp; i < nwin; i += NW) {
       const float e = s_ws[i];
       const std::uint16_t* vr = p.wv + wbase + static_cast<std::size_t>(i) * p.D;

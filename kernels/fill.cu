@@ -1,4 +1,5 @@
-// fill_uniform: Philox-driven uniform fill of a device tensor (benchmark inputs).
+// fill_uniform: Philox-driven uniform fill of a device tensor (benchmark inputs);
+// to_float: the kernels' input conversion (load_element) over a tensor, for tests.
 #include <bgtq/core/rng.hpp>
 
 #include "device_cache_impl.cuh"
@@ -23,6 +24,11 @@ __global__ void fill_kernel(void* dst, std::size_t n, dtype type, std::uint32_t 
   }
 }
 
+__global__ void to_float_kernel(const void* src, std::size_t n, dtype type, float* dst) {
+  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) dst[i] = load_element(src, i, type);
+}
+
 }  // namespace
 
 errc fill_uniform(void* dst, std::size_t n, dtype type, std::uint64_t seed, float lo, float hi, void* stream) noexcept {
@@ -38,6 +44,17 @@ errc fill_uniform(void* dst, std::size_t n, dtype type, std::uint64_t seed, floa
   BGTQ_LAUNCH(fill_kernel, grid, block, 0, as_stream(stream), dst, n, type, static_cast<std::uint32_t>(seed),
               static_cast<std::uint32_t>(seed >> 32), lo, hi - lo);
   BGTQ_CUDA_LAUNCHED("fill_kernel");
+  return errc::ok;
+}
+
+errc to_float(const void* src, std::size_t n, dtype type, float* dst, void* stream) noexcept {
+  BGTQ_ARG_CHECK((src != nullptr && dst != nullptr) || n == 0, errc::invalid_argument, "to_float: null source or destination");
+  BGTQ_ARG_CHECK(type == dtype::f32 || type == dtype::f16 || type == dtype::bf16, errc::invalid_argument, "to_float: unknown dtype");
+  if (n == 0) return errc::ok;
+  const std::size_t blocks = (n + 255) / 256;
+  BGTQ_ARG_CHECK(blocks < (1ull << 31), errc::invalid_argument, "to_float: too many elements");
+  BGTQ_LAUNCH(to_float_kernel, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, as_stream(stream), src, n, type, dst);
+  BGTQ_CUDA_LAUNCHED("to_float_kernel");
   return errc::ok;
 }
 

@@ -458,6 +458,40 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
 //! device_energy vs double sums on the CPU (and vs energy_estimator when present):
 //! relative 1e-12 per (head, block). The tokens go in two accumulate calls, the
 //! second larger than max_tokens (internal passes).
+//! cuda::to_float (the kernels' load_element) over all 65536 bit patterns of fp16 and of
+//! bf16 against the host conversions: equal bits, or NaN for NaN. The output is poisoned
+//! with 0x7F bytes (a finite float no pattern converts to) before the run.
+inline check_report gpu_check_conversions() {
+  check_report rep;
+  rep.what = "to_float: every fp16 and bf16 bit pattern";
+  std::vector<std::uint16_t> all(65536);
+  for (std::size_t i = 0; i < all.size(); ++i) all[i] = static_cast<std::uint16_t>(i);
+  dev_buf src, dst;
+  BGTQ_CHECK_CUDA(upload_vec(src, all));
+  BGTQ_CHECK_CUDA(dst.alloc(all.size() * 4));
+  for (const cuda::dtype t : {cuda::dtype::f16, cuda::dtype::bf16}) {
+    BGTQ_CHECK_CUDA(cudaMemset(dst.p, 0x7F, dst.bytes));
+    BGTQ_CHECK_ERRC(cuda::to_float(src.p, all.size(), t, dst.as<float>()));
+    std::vector<float> got(all.size());
+    BGTQ_CHECK_CUDA(cudaMemcpy(got.data(), dst.p, dst.bytes, cudaMemcpyDeviceToHost));
+    for (std::size_t i = 0; i < all.size(); ++i) {
+      const float want = t == cuda::dtype::f16 ? half_bits_to_float(all[i]) : bf16_bits_to_float(all[i]);
+      std::uint32_t gb, wb;
+      std::memcpy(&gb, &got[i], 4);
+      std::memcpy(&wb, &want, 4);
+      if (std::isnan(want) ? !std::isnan(got[i]) : gb != wb) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, " | %s pattern 0x%04zx: device 0x%08x, host 0x%08x", dtype_name(t), i,
+                      static_cast<unsigned>(gb), static_cast<unsigned>(wb));
+        rep.what += buf;
+        return rep;
+      }
+    }
+  }
+  rep.ok = true;
+  return rep;
+}
+
 inline check_report gpu_check_energy(int Hq, int Hkv, int D, rope_pairing pairing, long long T, cuda::dtype type,
                                      long long max_tokens, std::uint64_t seed) {
   check_report rep;

@@ -218,4 +218,9 @@ class device_cache {
 errc fill_uniform(void* dst, std::size_t n, dtype type, std::uint64_t seed, float lo, float hi,
                   void* stream = nullptr) noexcept;
 
+//! Widens n device elements of `type` (f32, f16 or bf16) to fp32 in dst with the
+//! conversion every kernel applies to its inputs (load_element: exact; fp16 through the
+//! device's cvt.f32.f16): for tests and tools. Asynchronous.
+errc to_float(const void* src, std::size_t n, dtype type, float* dst, void* stream = nullptr) noexcept;
+
 }  // namespace bgtq::cuda
