@@ -194,29 +194,30 @@ __device__ __forceinline__ void key_group_lut(const unsigned long long* rows, co
   key_tiles(kg, qrow, tq, key_lut_build<B>{rows, load_lut(kg), g}, acc);
 }
 
-// Codes wider than 4 bits (rare: at most a few blocks of a Block-GTQ plan): per element,
-// the code bit by bit from the shared planes and its fp16 centroid from the shared
-// table ht. Not unrolled over the width, and not inlined, to keep registers for the
-// common path.
-__device__ __forceinline__ unsigned stage_code(const unsigned long long* rows, int j, int bits, int tok) {
-  unsigned c = 0;
-  for (int k = 0; k < bits; ++k) c |= static_cast<unsigned>((rows[j * bits + k] >> tok) & 1u) << k;
-  return c;
-}
-
+// Codes wider than 4 bits (rare: at most a few blocks of a Block-GTQ plan): per chunk,
+// the selector pair puts the whole codes of four tokens at both coordinates into bytes
+// (mma_fragments.hpp key_selectors_wide, wide_code_bytes), each looked up in the group's
+// fp16 table ht in shared memory. Not inlined, to keep registers for the common path.
+template <int B>
 struct key_wide_build {
   const unsigned long long* rows;
   const std::uint16_t* ht;  // the group's fp16 centroids
-  int bits, g;
+  int g;
   __device__ __forceinline__ void operator()(int ja, int jb, int p, std::uint32_t (&a)[4][4]) const {
+    unsigned long long wa[B], wb[B];
+    load_planes<B>(rows, ja, jb, wa, wb);
 #pragma unroll
-    for (int mt = 0; mt < 4; ++mt)
+    for (int c = 0; c < 2; ++c) {
+      std::uint32_t xa[B], xb[B];
+      chunk_words<B>(wa, wb, c, xa, xb);
+      std::uint32_t lo, hi, ca, cb;
+      mma::key_selectors_wide<B>(xa, xb, g, lo, hi);
+      mma::wide_code_bytes(lo, hi, ca, cb);  // byte i: token g + 8i at ja (ca), at jb (cb)
 #pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        const int tok = mma::key_token(mt, g + 8 * rr);
-        a[mt][2 * p + rr] = static_cast<std::uint32_t>(ht[stage_code(rows, ja, bits, tok)]) |
-                            (static_cast<std::uint32_t>(ht[stage_code(rows, jb, bits, tok)]) << 16);
-      }
+      for (int i = 0; i < 4; ++i)  // token g + 8i of chunk c: m-tile 2c + i/2, row g + 8 (i % 2)
+        a[2 * c + (i >> 1)][2 * p + (i & 1)] =
+            static_cast<std::uint32_t>(ht[mma::byte_of(ca, i)]) | (static_cast<std::uint32_t>(ht[mma::byte_of(cb, i)]) << 16);
+    }
   }
 };
 
@@ -226,10 +227,11 @@ struct frag16 {
   float d[4][4];
 };
 
+template <int B>
 __device__ __noinline__ frag16 key_group_wide(const unsigned long long* rows, const mma_group& kg, const std::uint32_t* qrow,
                                              const std::uint16_t* ht, int g, int tq) {
   frag16 acc{};
-  key_tiles(kg, qrow, tq, key_wide_build{rows, ht + kg.half, kg.bits, g}, acc.d);
+  key_tiles(kg, qrow, tq, key_wide_build<B>{rows, ht + kg.half, g}, acc.d);
   return acc;
 }
 
@@ -277,34 +279,48 @@ struct frag4 {
   float d[4];
 };
 
-__device__ __noinline__ frag4 values_wide_mtile(const unsigned long long* rows, int n, int B, int mt, const bfrag bw,
+// One value m-tile of codes wider than 4 bits: per chunk, the selector pairs of its two
+// coordinate rows give the eight tokens' whole codes in bytes (value_selectors_wide,
+// wide_code_bytes: byte m of the even word = token tq + 8m, of the odd word = tq + 8m + 4),
+// looked up in the group's fp16 table ht, in value_pairs' order.
+template <int B>
+__device__ __noinline__ frag4 values_wide_mtile(const unsigned long long* rows, int n, int mt, const bfrag bw,
                                                const std::uint16_t* ht, int g, int tq, frag4 acc) {  // ht: the group's table
   const int j0 = min(16 * mt + g, n - 1), j1 = min(16 * mt + g + 8, n - 1);
+  unsigned long long w0[B], w1[B];
+  load_planes<B>(rows, j0, j1, w0, w1);
 #pragma unroll
-  for (int c = 0; c < 2; ++c)
+  for (int c = 0; c < 2; ++c) {
+    std::uint32_t x0[B], x1[B];
+    chunk_words<B>(w0, w1, c, x0, x1);
+    std::uint32_t lo, hi, e0, o0, e1, o1;
+    mma::value_selectors_wide<B>(x0, tq, lo, hi);
+    mma::wide_code_bytes(lo, hi, e0, o0);
+    mma::value_selectors_wide<B>(x1, tq, lo, hi);
+    mma::wide_code_bytes(lo, hi, e1, o1);
 #pragma unroll
     for (int kap = 0; kap < 2; ++kap) {
-      std::uint32_t a[4];
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {  // r: row (r & 1: coordinate +8), k-columns 2tq (+8 for r >= 2)
-        const int j = (r & 1) ? j1 : j0;
-        const int kc = 2 * tq + 8 * (r >> 1);
-        const int t0 = 32 * c + mma::value_token(kap, kc), t1 = 32 * c + mma::value_token(kap, kc + 1);
-        a[r] = static_cast<std::uint32_t>(ht[stage_code(rows, j, B, t0)]) |
-               (static_cast<std::uint32_t>(ht[stage_code(rows, j, B, t1)]) << 16);
-      }
+      // k-tile kap holds nibbles 4kap .. 4kap+3; value_pairs: reg 0 = {4kap, 4kap+2},
+      // reg 2 = {4kap+1, 4kap+3} of row j0, regs 1 and 3 the same of row j1
+      const auto pair = [ht, kap](std::uint32_t x) {
+        return static_cast<std::uint32_t>(ht[mma::byte_of(x, 2 * kap)]) |
+               (static_cast<std::uint32_t>(ht[mma::byte_of(x, 2 * kap + 1)]) << 16);
+      };
+      const std::uint32_t a[4] = {pair(e0), pair(e1), pair(o0), pair(o1)};
       mma16816(acc.d, a, bw.r[c][kap][0], bw.r[c][kap][1]);
     }
+  }
   return acc;
 }
 
+template <int B>
 __device__ __forceinline__ void values_wide(const unsigned long long* rows, const mma_group& vg, int nmt, const bfrag& bw,
                                             const std::uint16_t* ht, int g, int tq, float (&acc)[mma::max_value_mtiles][4]) {
 #pragma unroll
   for (int mt = 0; mt < mma::max_value_mtiles; ++mt) {
     if (mt >= nmt) break;
     frag4 f{{acc[mt][0], acc[mt][1], acc[mt][2], acc[mt][3]}};
-    f = values_wide_mtile(rows, vg.n, vg.bits, mt, bw, ht + vg.half, g, tq, f);
+    f = values_wide_mtile<B>(rows, vg.n, mt, bw, ht + vg.half, g, tq, f);
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[mt][e] = f.d[e];
   }
@@ -317,7 +333,10 @@ __device__ __forceinline__ void values_dispatch(const unsigned long long* rows, 
     case 2: values_lut<2>(rows, vg, nmt, bw, g, tq, acc); break;
     case 3: values_lut<3>(rows, vg, nmt, bw, g, tq, acc); break;
     case 4: values_lut<4>(rows, vg, nmt, bw, g, tq, acc); break;
-    default: values_wide(rows, vg, nmt, bw, ht, g, tq, acc); break;
+    case 5: values_wide<5>(rows, vg, nmt, bw, ht, g, tq, acc); break;
+    case 6: values_wide<6>(rows, vg, nmt, bw, ht, g, tq, acc); break;
+    case 7: values_wide<7>(rows, vg, nmt, bw, ht, g, tq, acc); break;
+    default: values_wide<8>(rows, vg, nmt, bw, ht, g, tq, acc); break;
   }
 }
 
@@ -329,7 +348,10 @@ __device__ __forceinline__ void key_dispatch(const unsigned long long* rows, con
     case 3: key_group_lut<3>(rows, kg, qrow, g, tq, acc); break;
     case 4: key_group_lut<4>(rows, kg, qrow, g, tq, acc); break;
     default: {
-      const frag16 f = key_group_wide(rows, kg, qrow, ht, g, tq);
+      const frag16 f = kg.bits == 5   ? key_group_wide<5>(rows, kg, qrow, ht, g, tq)
+                       : kg.bits == 6 ? key_group_wide<6>(rows, kg, qrow, ht, g, tq)
+                       : kg.bits == 7 ? key_group_wide<7>(rows, kg, qrow, ht, g, tq)
+                                      : key_group_wide<8>(rows, kg, qrow, ht, g, tq);
 #pragma unroll
       for (int mt = 0; mt < 4; ++mt)
 #pragma unroll

@@ -55,6 +55,32 @@ void check_selectors(bgtq::counter_rng& r) {
   }
 }
 
+// codes of 5..8 bits: the selector pair and wide_code_bytes give every token's whole code
+template <int B>
+void check_wide_selectors(bgtq::counter_rng& r) {
+  for (int trial = 0; trial < 200; ++trial) {
+    const auto wj = random_words(r, B), wj2 = random_words(r, B);
+    for (int g = 0; g < 8; ++g) {
+      std::uint32_t lo, hi, even, odd;
+      mma::key_selectors_wide<B>(wj.data(), wj2.data(), g, lo, hi);
+      mma::wide_code_bytes(lo, hi, even, odd);
+      for (int i = 0; i < 4; ++i) {  // nibble 2i: token g + 8i at the first coordinate, 2i + 1 at the second
+        REQUIRE(mma::byte_of(even, i) == code_of(wj, g + 8 * i));
+        REQUIRE(mma::byte_of(odd, i) == code_of(wj2, g + 8 * i));
+      }
+    }
+    for (int tq = 0; tq < 4; ++tq) {
+      std::uint32_t lo, hi, even, odd;
+      mma::value_selectors_wide<B>(wj.data(), tq, lo, hi);
+      mma::wide_code_bytes(lo, hi, even, odd);
+      for (int m = 0; m < 4; ++m) {  // nibble n: token tq + 4n
+        REQUIRE(mma::byte_of(even, m) == code_of(wj, tq + 4 * (2 * m)));
+        REQUIRE(mma::byte_of(odd, m) == code_of(wj, tq + 4 * (2 * m + 1)));
+      }
+    }
+  }
+}
+
 template <int B>
 void check_lookups(bgtq::counter_rng& r) {
   for (int trial = 0; trial < 100; ++trial) {
@@ -116,6 +142,14 @@ TEST_CASE("key and value selectors put every token's code in its nibble (widths 
   check_selectors<2>(r);
   check_selectors<3>(r);
   check_selectors<4>(r);
+}
+
+TEST_CASE("wide selector pairs give every token's whole code (widths 5..8)", "[gpu][mma]") {
+  bgtq::counter_rng r(14);
+  check_wide_selectors<5>(r);
+  check_wide_selectors<6>(r);
+  check_wide_selectors<7>(r);
+  check_wide_selectors<8>(r);
 }
 
 TEST_CASE("byte-permute lookups give the fp16 centroid of every code (widths 1..4)", "[gpu][mma]") {

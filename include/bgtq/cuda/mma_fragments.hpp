@@ -141,6 +141,35 @@ BGTQ_HOST_DEVICE std::uint32_t value_selector(const std::uint32_t* w, int tq) {
   return sel;
 }
 
+//! Codes of 5..8 bits (B): `lo` = the selector of planes 0..3, `hi` = the selector of
+//! planes 4..B-1 in the same nibbles (nibble n of hi holds bits 4.. of nibble n's code).
+//! Key layout as key_selector: wj, wj2 are the two coordinates' B plane words.
+template <int B>
+BGTQ_HOST_DEVICE void key_selectors_wide(const std::uint32_t* wj, const std::uint32_t* wj2, int g, std::uint32_t& lo,
+                                         std::uint32_t& hi) {
+  static_assert(B > max_lut_bits && B <= 2 * max_lut_bits, "key_selectors_wide: 5..8 bits");
+  lo = key_selector<max_lut_bits>(wj, wj2, g);
+  hi = key_selector<B - max_lut_bits>(wj + max_lut_bits, wj2 + max_lut_bits, g);
+}
+
+//! Value layout as value_selector (nibble i: chunk token tq + 4i), codes of 5..8 bits.
+template <int B>
+BGTQ_HOST_DEVICE void value_selectors_wide(const std::uint32_t* w, int tq, std::uint32_t& lo, std::uint32_t& hi) {
+  static_assert(B > max_lut_bits && B <= 2 * max_lut_bits, "value_selectors_wide: 5..8 bits");
+  lo = value_selector<max_lut_bits>(w, tq);
+  hi = value_selector<B - max_lut_bits>(w + max_lut_bits, tq);
+}
+
+//! Whole codes from a wide selector pair: byte m of `even` = the code of nibble 2m,
+//! byte m of `odd` = the code of nibble 2m + 1 (indices into the fp16 centroid table).
+BGTQ_HOST_DEVICE void wide_code_bytes(std::uint32_t lo, std::uint32_t hi, std::uint32_t& even, std::uint32_t& odd) {
+  even = (lo & 0x0F0F0F0Fu) | ((hi & 0x0F0F0F0Fu) << 4);
+  odd = ((lo >> 4) & 0x0F0F0F0Fu) | (hi & 0xF0F0F0F0u);
+}
+
+//! Byte m (0..3) of x.
+BGTQ_HOST_DEVICE constexpr unsigned byte_of(std::uint32_t x, int m) { return (x >> (8 * m)) & 0xFFu; }
+
 //! Low and high bytes of the centroids of the codes in nibbles 0..3 of sel (byte n of
 //! lo / hi belongs to nibble n). B <= 3: one permute each from an 8-entry table; B = 4:
 //! both 8-entry halves, chosen per byte by bit 3 of the code (a sign-replicating
@@ -181,14 +210,6 @@ BGTQ_HOST_DEVICE constexpr int value_token(int kap, int kc) {
 
 //! Unit token (0..63) of row r (0..15) of key m-tile mt (0..3): natural order.
 BGTQ_HOST_DEVICE constexpr int key_token(int mt, int r) { return 16 * mt + r; }
-
-//! Code of the token at bit t (0..63) of the 64-bit plane words w[0..bits) (chunk 0 in
-//! the low word): the generic path for codes wider than max_lut_bits.
-BGTQ_HOST_DEVICE unsigned code_at(const unsigned long long* w, int bits, int t) {
-  unsigned c = 0;
-  for (int k = 0; k < bits; ++k) c |= static_cast<unsigned>((w[k] >> t) & 1u) << k;
-  return c;
-}
 
 //! 32-bit word index of the B operand of the value product in a warp's weight buffer:
 //! `// wbuf[head][chunk c][k-tile kap][slot h][tq] = {w(token t), w(token t + 8)},
