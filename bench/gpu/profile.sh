@@ -6,6 +6,9 @@
 #      kernels) of Block-GTQ K3V3 at B=1 T=4K and B=16 T=32K (D=128, Hq=32, Hkv=8), on each
 #      split kernel: ncu_<path>_b<B>.txt (duration, throughput, occupancy, warp stalls),
 #      and the CUDA-core kernels with a 132-token fp16 window at B=1 T=4K: ncu_window_b1.txt;
+#      and uniform TQ-MSE K3V3 on the tensor cores at B=16 T=32K: ncu_tensor_cores_tq_b16.txt
+#      (executed instructions per kernel: divided by B*Hkv*T, the instructions per token
+#      and KV head of docs/gpu.md's performance model);
 #   3. times `bench_decode --quick` with plain launches (BGTQ_NO_PDL=1) beside overlapped
 #      ones, for the launch overlap's share at short T: pdl_on.txt, pdl_off.txt.
 # Results go to $OUT (if set) or build-gpu/profile. ncu runs with --clock-control none
@@ -24,7 +27,8 @@ NCU="$(command -v ncu || true)"
 # bench_decode --quick walks Block-GTQ K3V3 first, B in {1, 16} x T in {4K, 32K}; per
 # shape it makes (tensor_cores: 1 untimed CUDA-core reference call +) 3 warm-up calls +
 # 20 timed calls, 3 kernels each, so a shape's first warm-up call starts at kernel
-#   tensor_cores: 72*s + 3, cuda_cores: 69*s   (s = 0 for B=1 T=4K, 3 for B=16 T=32K).
+#   tensor_cores: 72*s + 3, cuda_cores: 69*s   (s = 0 for B=1 T=4K, 3 for B=16 T=32K);
+# TQ-MSE K3V3 follows Block-GTQ K3V3's four shapes (4*72 kernels on the tensor cores).
 # profile OUTFILE SKIP BENCH_ARGS...: 9 decode kernels (3 calls) from kernel SKIP on
 profile() {
   local out="$1" skip="$2"
@@ -32,7 +36,7 @@ profile() {
   echo "ncu: bench_decode $* (kernels $skip..$((skip + 8))) -> $(basename "$out")" >&2
   timeout --kill-after=5 150 "$NCU" --clock-control none --kernel-name regex:'rotate_query|decode_split|merge_kernel' \
     --launch-skip "$skip" --launch-count 9 --section SpeedOfLight --section LaunchStats --section Occupancy \
-    --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis \
+    --section WarpStateStats --section SchedulerStats --section ComputeWorkloadAnalysis --section InstructionStats \
     "$BENCH" --quick --runs 20 "$@" > "$out" 2>&1 || echo "ncu exit $? ($*)" >&2
 }
 if [[ -n "$NCU" ]]; then
@@ -46,10 +50,11 @@ if [[ -n "$NCU" ]]; then
   # the fp16 window's share (measured ~120 us per call on an H200 at every shape): the
   # CUDA-core kernels with a 132-token window, B=1 T=4K
   profile "$OUTDIR/ncu_window_b1.txt" 0 --path cuda_cores --window 132
+  profile "$OUTDIR/ncu_tensor_cores_tq_b16.txt" $((4 * 72 + 72 * 3 + 3)) --path tensor_cores
 else
   echo "profile.sh: ncu not found, no per-kernel profile" >&2
 fi
 "$BENCH" --quick --runs 20 --path tensor_cores > "$OUTDIR/pdl_on.txt" 2>&1 || true
 BGTQ_NO_PDL=1 "$BENCH" --quick --runs 20 --path tensor_cores > "$OUTDIR/pdl_off.txt" 2>&1 || true
-grep -h "Duration\|^  [a-z_]*kernel\|decode_split\|rotate_query\|merge_kernel" "$OUTDIR"/ncu_*.txt | head -120 || true
+grep -h "Duration\|Executed Instructions \|^  [a-z_]*kernel\|decode_split\|rotate_query\|merge_kernel" "$OUTDIR"/ncu_*.txt | head -160 || true
 grep -h "B=" "$OUTDIR/pdl_on.txt" "$OUTDIR/pdl_off.txt" | head -40 || true
