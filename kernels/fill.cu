@@ -1,5 +1,5 @@
 // fill_uniform: Philox-driven uniform fill of a device tensor (benchmark inputs);
-// to_float: the kernels' input conversion (load_element) over a tensor, for tests.
+// to_float / from_float: the kernels' fp16/bf16 conversions over a tensor, for tests.
 #include <bgtq/core/rng.hpp>
 
 #include "device_cache_impl.cuh"
@@ -29,6 +29,11 @@ __global__ void to_float_kernel(const void* src, std::size_t n, dtype type, floa
   if (i < n) dst[i] = load_element(src, i, type);
 }
 
+__global__ void from_float_kernel(const float* src, std::size_t n, dtype type, std::uint16_t* dst) {
+  const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) dst[i] = type == dtype::f16 ? float_to_half_bits(src[i]) : float_to_bf16_bits(src[i]);
+}
+
 }  // namespace
 
 errc fill_uniform(void* dst, std::size_t n, dtype type, std::uint64_t seed, float lo, float hi, void* stream) noexcept {
@@ -55,6 +60,18 @@ errc to_float(const void* src, std::size_t n, dtype type, float* dst, void* stre
   BGTQ_ARG_CHECK(blocks < (1ull << 31), errc::invalid_argument, "to_float: too many elements");
   BGTQ_LAUNCH(to_float_kernel, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, as_stream(stream), src, n, type, dst);
   BGTQ_CUDA_LAUNCHED("to_float_kernel");
+  return errc::ok;
+}
+
+errc from_float(const float* src, std::size_t n, dtype type, void* dst, void* stream) noexcept {
+  BGTQ_ARG_CHECK((src != nullptr && dst != nullptr) || n == 0, errc::invalid_argument, "from_float: null source or destination");
+  BGTQ_ARG_CHECK(type == dtype::f16 || type == dtype::bf16, errc::invalid_argument, "from_float: dtype must be f16 or bf16");
+  if (n == 0) return errc::ok;
+  const std::size_t blocks = (n + 255) / 256;
+  BGTQ_ARG_CHECK(blocks < (1ull << 31), errc::invalid_argument, "from_float: too many elements");
+  BGTQ_LAUNCH(from_float_kernel, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, as_stream(stream), src, n, type,
+              static_cast<std::uint16_t*>(dst));
+  BGTQ_CUDA_LAUNCHED("from_float_kernel");
   return errc::ok;
 }
 

@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -455,9 +456,6 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
   return rep;
 }
 
-//! device_energy vs double sums on the CPU (and vs energy_estimator when present):
-//! relative 1e-12 per (head, block). The tokens go in two accumulate calls, the
-//! second larger than max_tokens (internal passes).
 //! cuda::to_float (the kernels' load_element) over all 65536 bit patterns of fp16 and of
 //! bf16 against the host conversions: equal bits, or NaN for NaN. The output is poisoned
 //! with 0x7F bytes (a finite float no pattern converts to) before the run.
@@ -492,6 +490,72 @@ inline check_report gpu_check_conversions() {
   return rep;
 }
 
+//! cuda::from_float (the kernels' float_to_half_bits / float_to_bf16_bits) against the
+//! host conversions: for every pair of adjacent finite fp16 values (either sign) the
+//! lower one, their midpoint (a tie) and the floats just below and above it, the overflow
+//! boundary 65520, zeros, infinities, NaNs, float subnormals and extremes, and 2^20
+//! random bit patterns; equal bits, or a NaN for a NaN. Two runs, the output poisoned
+//! with 0x55 and 0xAA bytes, so an unwritten element cannot pass.
+inline check_report gpu_check_narrowing() {
+  check_report rep;
+  rep.what = "from_float: fp16 rounding ties and neighbours, specials, random floats";
+  std::vector<float> in;
+  for (std::uint32_t h = 0; h < 0x7C00u; ++h) {
+    const float a = half_bits_to_float(static_cast<std::uint16_t>(h));
+    const float b = h + 1 < 0x7C00u ? half_bits_to_float(static_cast<std::uint16_t>(h + 1)) : 65536.0f;
+    const float m = static_cast<float>((static_cast<double>(a) + static_cast<double>(b)) / 2.0);  // exact
+    for (const float x : {a, m, std::nextafter(m, -1.0f), std::nextafter(m, 1e30f)}) {
+      in.push_back(x);
+      in.push_back(-x);
+    }
+  }
+  const float inf = std::numeric_limits<float>::infinity();
+  for (const float x : {0.0f, -0.0f, inf, -inf, std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::quiet_NaN(),
+                        std::numeric_limits<float>::signaling_NaN(), std::numeric_limits<float>::denorm_min(),
+                        -std::numeric_limits<float>::denorm_min(), std::numeric_limits<float>::min(), std::numeric_limits<float>::max(),
+                        -std::numeric_limits<float>::max(), 65519.996f, 65520.0f, 5.96e-8f, 2.98e-8f, 2.9802322e-8f})
+    in.push_back(x);
+  counter_rng r(2026, 12);
+  for (int i = 0; i < (1 << 20); ++i) {
+    const std::uint32_t u = static_cast<std::uint32_t>(r.next_u64());
+    float x;
+    std::memcpy(&x, &u, 4);
+    in.push_back(x);
+  }
+  dev_buf src, dst;
+  BGTQ_CHECK_CUDA(upload_vec(src, in));
+  BGTQ_CHECK_CUDA(dst.alloc(in.size() * 2));
+  for (const cuda::dtype t : {cuda::dtype::f16, cuda::dtype::bf16})
+    for (const int poison : {0x55, 0xAA}) {
+      BGTQ_CHECK_CUDA(cudaMemset(dst.p, poison, dst.bytes));
+      BGTQ_CHECK_ERRC(cuda::from_float(src.as<float>(), in.size(), t, dst.p));
+      std::vector<std::uint16_t> got(in.size());
+      BGTQ_CHECK_CUDA(cudaMemcpy(got.data(), dst.p, dst.bytes, cudaMemcpyDeviceToHost));
+      const bool f16 = t == cuda::dtype::f16;
+      for (std::size_t i = 0; i < in.size(); ++i) {
+        const std::uint16_t want = f16 ? float_to_half_bits(in[i]) : float_to_bf16_bits(in[i]);
+        const std::uint16_t exp_mask = f16 ? 0x7C00u : 0x7F80u;
+        const bool nan_got = (got[i] & exp_mask) == exp_mask && (got[i] & (f16 ? 0x03FFu : 0x007Fu)) != 0;
+        if (std::isnan(in[i]) ? !nan_got : got[i] != want) {
+          std::uint32_t u;
+          std::memcpy(&u, &in[i], 4);
+          char buf[200];
+          std::snprintf(buf, sizeof buf, " | %s, input %.9g (0x%08x), poison 0x%02x: device 0x%04x, host 0x%04x", dtype_name(t),
+                        static_cast<double>(in[i]), static_cast<unsigned>(u), poison, static_cast<unsigned>(got[i]),
+                        static_cast<unsigned>(want));
+          rep.what += buf;
+          return rep;
+        }
+      }
+    }
+  rep.what += " (" + std::to_string(in.size()) + " inputs)";
+  rep.ok = true;
+  return rep;
+}
+
+//! device_energy vs double sums on the CPU (and vs energy_estimator when present):
+//! relative 1e-12 per (head, block). The tokens go in two accumulate calls, the
+//! second larger than max_tokens (internal passes).
 inline check_report gpu_check_energy(int Hq, int Hkv, int D, rope_pairing pairing, long long T, cuda::dtype type,
                                      long long max_tokens, std::uint64_t seed) {
   check_report rep;

@@ -254,6 +254,13 @@ TEST_CASE("the kernels' fp16 and bf16 input conversion equals the host's for eve
   REQUIRE(r.ok);
 }
 
+TEST_CASE("the kernels' fp32 -> fp16 and bf16 rounding equals the host's at every fp16 tie and its neighbours", "[gpu]") {
+  require_device();
+  const check_report r = gpu_check_narrowing();
+  INFO(r.what);
+  REQUIRE(r.ok);
+}
+
 TEST_CASE("device energy sums equal the CPU's double sums", "[gpu][energy]") {
   require_device();
   const check_report a = gpu_check_energy(8, 2, 64, bgtq::rope_pairing::interleaved, 1000, bc::dtype::f32, 300, 800);

@@ -1,9 +1,11 @@
 #pragma once
 //! @file half.hpp
 //! Portable IEEE-754 binary16 (fp16) and bfloat16 conversions, bit-exact on every
-//! compiler and on the device (no CUDA headers). One hardware instruction is used: on
-//! nvcc's device pass fp16 -> fp32 is `cvt.f32.f16`, exact like the portable code (every
-//! fp16 value is an fp32 value; only a NaN's payload may differ, it stays a NaN).
+//! compiler and on the device (no CUDA headers). On nvcc's device pass the fp16
+//! conversions are the hardware's (`cvt.f32.f16`, `cvt.rn.f16.f32`): the same IEEE
+//! results as the portable code (exact widening; round to nearest even, overflow to
+//! +-Inf, subnormals kept) with only a NaN's payload free to differ (it stays a NaN), in
+//! one instruction where the portable code branches.
 //! float -> half rounds to nearest, ties to even; overflow gives +-Inf, NaN stays NaN.
 
 #include <cstdint>
@@ -36,6 +38,11 @@ BGTQ_HOST_DEVICE float bits_as_float(std::uint32_t u) {
 
 //! fp32 -> fp16 bits, round to nearest even.
 BGTQ_HOST_DEVICE std::uint16_t float_to_half_bits(float f) {
+#if BGTQ_DEVICE_PASS
+  unsigned short h;
+  asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+  return h;
+#else
   const std::uint32_t x = detail::float_as_bits(f);
   const std::uint32_t sign = (x >> 16) & 0x8000u;
   const std::uint32_t absx = x & 0x7fffffffu;
@@ -63,13 +70,14 @@ BGTQ_HOST_DEVICE std::uint16_t float_to_half_bits(float f) {
   r >>= 13;
   if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) ++r;
   return static_cast<std::uint16_t>(sign | r);
+#endif
 }
 
 //! fp16 bits -> fp32 (exact).
 BGTQ_HOST_DEVICE float half_bits_to_float(std::uint16_t h) {
 #if BGTQ_DEVICE_PASS
-  // One instruction instead of the branches below (the subnormal loop among them): the
-  // decode kernels convert every radius and fp16 window element through here.
+  // one instruction instead of the branches below (the subnormal loop among them): the
+  // decode kernels convert every radius and fp16 window element through here
   float f;
   asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
   return f;

@@ -223,4 +223,9 @@ errc fill_uniform(void* dst, std::size_t n, dtype type, std::uint64_t seed, floa
 //! device's cvt.f32.f16): for tests and tools. Asynchronous.
 errc to_float(const void* src, std::size_t n, dtype type, float* dst, void* stream = nullptr) noexcept;
 
+//! Narrows n fp32 device elements to f16 or bf16 bits in dst (std::uint16_t) with the
+//! conversions the kernels store with (float_to_half_bits: the device's cvt.rn.f16.f32;
+//! float_to_bf16_bits): round to nearest even. For tests and tools. Asynchronous.
+errc from_float(const float* src, std::size_t n, dtype type, void* dst, void* stream = nullptr) noexcept;
+
 }  // namespace bgtq::cuda
