@@ -575,7 +575,7 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
   if (a.batch == 0) return errc::ok;
   BGTQ_ARG_CHECK(std::isfinite(a.scale) && a.scale >= 0.0f, errc::invalid_argument,
                  "decode_attention: scale must be finite and >= 0 (0 means 1/sqrt(head_dim))");
-  BGTQ_ARG_CHECK(a.q_type == dtype::f32 || a.q_type == dtype::f16 || a.q_type == dtype::bf16, errc::invalid_argument,
+  BGTQ_ARG_CHECK(known_dtype(a.q_type), errc::invalid_argument,
                  "decode_attention: unknown q dtype");
   BGTQ_ARG_CHECK(a.q != nullptr && a.out != nullptr && a.quantized != nullptr, errc::invalid_argument,
                  "decode_attention: null q, out or quantized");

@@ -180,7 +180,7 @@ errc device_cache::encode_append(const encode_args& a, void* stream) noexcept {
   const cache_desc& d = p_->desc;
   BGTQ_ARG_CHECK(a.layer >= 0 && a.layer < d.layers, errc::not_found, "encode_append: layer out of range");
   BGTQ_ARG_CHECK(a.tokens >= 0, errc::invalid_argument, "encode_append: negative token count");
-  BGTQ_ARG_CHECK(a.type == dtype::f32 || a.type == dtype::f16 || a.type == dtype::bf16, errc::invalid_argument,
+  BGTQ_ARG_CHECK(known_dtype(a.type), errc::invalid_argument,
                  "encode_append: unknown dtype");
   if (a.tokens == 0) return errc::ok;
   BGTQ_ARG_CHECK(a.k != nullptr && a.v != nullptr && a.slot_mapping != nullptr, errc::invalid_argument,

@@ -156,7 +156,7 @@ errc device_energy::create(int q_heads, int kv_heads, int head_dim, const std::v
 errc device_energy::accumulate(const void* q, const void* k, long long tokens, dtype type, void* stream) noexcept {
   BGTQ_ARG_CHECK(p_ != nullptr, errc::invalid_argument, "device_energy::accumulate: empty object");
   BGTQ_ARG_CHECK(tokens >= 0, errc::invalid_argument, "device_energy::accumulate: negative token count");
-  BGTQ_ARG_CHECK(type == dtype::f32 || type == dtype::f16 || type == dtype::bf16, errc::invalid_argument,
+  BGTQ_ARG_CHECK(known_dtype(type), errc::invalid_argument,
                  "device_energy::accumulate: unknown dtype");
   if (tokens == 0) return errc::ok;
   BGTQ_ARG_CHECK(q != nullptr && k != nullptr, errc::invalid_argument, "device_energy::accumulate: null q or k");

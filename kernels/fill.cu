@@ -14,13 +14,7 @@ __global__ void fill_kernel(void* dst, std::size_t n, dtype type, std::uint32_t 
   const u32x4 r = philox4x32(u32x4{{static_cast<std::uint32_t>(quad), static_cast<std::uint32_t>(quad >> 32), 0u, 0u}}, k0, k1);
   for (int j = 0; j < 4 && i0 + j < n; ++j) {
     const float u = static_cast<float>(r.v[j] >> 8) * (1.0f / 16777216.0f);  // [0, 1), 24 bits
-    const float x = lo + span * u;
-    if (type == dtype::f32)
-      static_cast<float*>(dst)[i0 + j] = x;
-    else if (type == dtype::f16)
-      static_cast<std::uint16_t*>(dst)[i0 + j] = float_to_half_bits(x);
-    else
-      static_cast<std::uint16_t*>(dst)[i0 + j] = float_to_bf16_bits(x);
+    store_element(dst, i0 + j, type, lo + span * u);
   }
 }
 
@@ -29,24 +23,28 @@ __global__ void to_float_kernel(const void* src, std::size_t n, dtype type, floa
   if (i < n) dst[i] = load_element(src, i, type);
 }
 
-__global__ void from_float_kernel(const float* src, std::size_t n, dtype type, std::uint16_t* dst) {
+__global__ void from_float_kernel(const float* src, std::size_t n, dtype type, void* dst) {
   const std::size_t i = static_cast<std::size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (i < n) dst[i] = type == dtype::f16 ? float_to_half_bits(src[i]) : float_to_bf16_bits(src[i]);
+  if (i < n) store_element(dst, i, type, src[i]);
+}
+
+//! The grid of 256-thread blocks over `threads` threads; false past 2^31 - 1 blocks.
+bool grid_for(std::size_t threads, dim3& grid) {
+  const std::size_t blocks = (threads + 255) / 256;
+  if (blocks >= (1ull << 31)) return false;
+  grid = dim3(static_cast<unsigned>(blocks));
+  return true;
 }
 
 }  // namespace
 
 errc fill_uniform(void* dst, std::size_t n, dtype type, std::uint64_t seed, float lo, float hi, void* stream) noexcept {
   BGTQ_ARG_CHECK(dst != nullptr || n == 0, errc::invalid_argument, "fill_uniform: null destination");
-  BGTQ_ARG_CHECK(type == dtype::f32 || type == dtype::f16 || type == dtype::bf16, errc::invalid_argument,
-                 "fill_uniform: unknown dtype");
+  BGTQ_ARG_CHECK(known_dtype(type), errc::invalid_argument, "fill_uniform: unknown dtype");
   if (n == 0) return errc::ok;
-  const std::size_t quads = (n + 3) / 4;
-  const std::size_t blocks = (quads + 255) / 256;
-  BGTQ_ARG_CHECK(blocks < (1ull << 31), errc::invalid_argument, "fill_uniform: too many elements");
-  const dim3 grid(static_cast<unsigned>(blocks));
-  const dim3 block(256);
-  BGTQ_LAUNCH(fill_kernel, grid, block, 0, as_stream(stream), dst, n, type, static_cast<std::uint32_t>(seed),
+  dim3 grid;
+  BGTQ_ARG_CHECK(grid_for((n + 3) / 4, grid), errc::invalid_argument, "fill_uniform: too many elements");  // a thread per 4
+  BGTQ_LAUNCH(fill_kernel, grid, dim3(256), 0, as_stream(stream), dst, n, type, static_cast<std::uint32_t>(seed),
               static_cast<std::uint32_t>(seed >> 32), lo, hi - lo);
   BGTQ_CUDA_LAUNCHED("fill_kernel");
   return errc::ok;
@@ -54,11 +52,11 @@ errc fill_uniform(void* dst, std::size_t n, dtype type, std::uint64_t seed, floa
 
 errc to_float(const void* src, std::size_t n, dtype type, float* dst, void* stream) noexcept {
   BGTQ_ARG_CHECK((src != nullptr && dst != nullptr) || n == 0, errc::invalid_argument, "to_float: null source or destination");
-  BGTQ_ARG_CHECK(type == dtype::f32 || type == dtype::f16 || type == dtype::bf16, errc::invalid_argument, "to_float: unknown dtype");
+  BGTQ_ARG_CHECK(known_dtype(type), errc::invalid_argument, "to_float: unknown dtype");
   if (n == 0) return errc::ok;
-  const std::size_t blocks = (n + 255) / 256;
-  BGTQ_ARG_CHECK(blocks < (1ull << 31), errc::invalid_argument, "to_float: too many elements");
-  BGTQ_LAUNCH(to_float_kernel, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, as_stream(stream), src, n, type, dst);
+  dim3 grid;
+  BGTQ_ARG_CHECK(grid_for(n, grid), errc::invalid_argument, "to_float: too many elements");
+  BGTQ_LAUNCH(to_float_kernel, grid, dim3(256), 0, as_stream(stream), src, n, type, dst);
   BGTQ_CUDA_LAUNCHED("to_float_kernel");
   return errc::ok;
 }
@@ -67,10 +65,9 @@ errc from_float(const float* src, std::size_t n, dtype type, void* dst, void* st
   BGTQ_ARG_CHECK((src != nullptr && dst != nullptr) || n == 0, errc::invalid_argument, "from_float: null source or destination");
   BGTQ_ARG_CHECK(type == dtype::f16 || type == dtype::bf16, errc::invalid_argument, "from_float: dtype must be f16 or bf16");
   if (n == 0) return errc::ok;
-  const std::size_t blocks = (n + 255) / 256;
-  BGTQ_ARG_CHECK(blocks < (1ull << 31), errc::invalid_argument, "from_float: too many elements");
-  BGTQ_LAUNCH(from_float_kernel, dim3(static_cast<unsigned>(blocks)), dim3(256), 0, as_stream(stream), src, n, type,
-              static_cast<std::uint16_t*>(dst));
+  dim3 grid;
+  BGTQ_ARG_CHECK(grid_for(n, grid), errc::invalid_argument, "from_float: too many elements");
+  BGTQ_LAUNCH(from_float_kernel, grid, dim3(256), 0, as_stream(stream), src, n, type, dst);
   BGTQ_CUDA_LAUNCHED("from_float_kernel");
   return errc::ok;
 }

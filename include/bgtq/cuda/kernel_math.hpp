@@ -46,6 +46,9 @@ enum class dtype : int {
   bf16 = 2,  //!< bfloat16 (bits)
 };
 
+//! True for the three dtype values (a launcher's argument check).
+BGTQ_HOST_DEVICE constexpr bool known_dtype(dtype t) { return t == dtype::f32 || t == dtype::f16 || t == dtype::bf16; }
+
 //! One TQ-MSE group as the kernels see it (plain data, uploaded verbatim).
 //! Tables it points into (all device arrays of the cache):
 //! `// dims[dims + j]            head dim of group coordinate j (j < n)`
@@ -260,6 +263,15 @@ BGTQ_HOST_DEVICE float load_element(const void* p, std::size_t i, dtype t) {
   if (t == dtype::f32) return static_cast<const float*>(p)[i];
   const std::uint16_t h = static_cast<const std::uint16_t*>(p)[i];
   return t == dtype::f16 ? half_bits_to_float(h) : bf16_bits_to_float(h);
+}
+
+//! Stores x as element i of a tensor of the given type (load_element's inverse: f16 and
+//! bf16 round to nearest even).
+BGTQ_HOST_DEVICE void store_element(void* p, std::size_t i, dtype t, float x) {
+  if (t == dtype::f32)
+    static_cast<float*>(p)[i] = x;
+  else
+    static_cast<std::uint16_t*>(p)[i] = t == dtype::f16 ? float_to_half_bits(x) : float_to_bf16_bits(x);
 }
 
 // ------------------------------------------------------------------ decode decomposition
