@@ -11,6 +11,8 @@
 #      and KV head of docs/gpu.md's performance model);
 #   3. times `bench_decode --quick` with plain launches (BGTQ_NO_PDL=1) beside overlapped
 #      ones, for the launch overlap's share at short T: pdl_on.txt, pdl_off.txt.
+#   4. divides the split kernels' executed instructions by the tokens and KV heads:
+#      instructions.txt, beside the static per-unit counts of sass_count.py: sass_count.txt.
 # Results go to $OUT (if set) or build-gpu/profile. ncu runs with --clock-control none
 # (the clocks as the benchmark sees them) and its default cache flush before each kernel.
 set -euo pipefail
@@ -57,4 +59,33 @@ fi
 "$BENCH" --quick --runs 20 --path tensor_cores > "$OUTDIR/pdl_on.txt" 2>&1 || true
 BGTQ_NO_PDL=1 "$BENCH" --quick --runs 20 --path tensor_cores > "$OUTDIR/pdl_off.txt" 2>&1 || true
 grep -h "Duration\|Executed Instructions \|^  [a-z_]*kernel\|decode_split\|rotate_query\|merge_kernel" "$OUTDIR"/ncu_*.txt | head -160 || true
+# executed instructions of the split kernels per token and KV head (and per 64-token unit),
+# beside the static per-unit counts of keys and values (sass_count.py): their difference
+# is the per-unit overhead (copies, radii, softmax, the weight transpose)
+PY="$(command -v python3 || command -v python || true)"
+if [[ -n "$PY" ]]; then
+  "$PY" "$ROOT/bench/gpu/sass_count.py" --arch 90 > "$OUTDIR/sass_count.txt" 2>&1 || echo "sass_count.py failed" >&2
+  "$PY" - "$OUTDIR" <<'PYEOF' | tee "$OUTDIR/instructions.txt" || true
+import glob, os, re, sys
+shapes = {"b1": (1, 4096), "b16": (16, 32768)}  # bench_decode --quick shapes profiled above; Hkv = 8
+for path in sorted(glob.glob(os.path.join(sys.argv[1], "ncu_*.txt"))):
+    m = re.search(r"_(b1|b16)\.txt$", path)
+    if not m or "window" in path:
+        continue
+    B, T = shapes[m.group(1)]
+    kernel, seen = None, []
+    for line in open(path, errors="replace"):
+        k = re.match(r"\s*(\w*decode_split\w*|rotate_query_kernel|merge_kernel)", line)
+        if k:
+            kernel = k.group(1)
+        e = re.match(r"\s*Executed Instructions\s+inst\s+([\d,]+)", line)
+        if e and kernel and "split" in kernel:
+            seen.append(int(e.group(1).replace(",", "")))
+    if seen:
+        n = sorted(seen)[len(seen) // 2]
+        th = B * 8 * T
+        print(f"{os.path.basename(path)}: {kernel} {n} warp instructions (median of {len(seen)}): "
+              f"{n / th:.1f} per token and KV head, {64 * n / th:.0f} per 64-token unit")
+PYEOF
+fi
 grep -h "B=" "$OUTDIR/pdl_on.txt" "$OUTDIR/pdl_off.txt" | head -40 || true
