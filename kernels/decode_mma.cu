@@ -197,7 +197,8 @@ __device__ __forceinline__ void key_group_lut(const unsigned long long* rows, co
 // Codes wider than 4 bits (rare: at most a few blocks of a Block-GTQ plan): per chunk,
 // the selector pair puts the whole codes of four tokens at both coordinates into bytes
 // (mma_fragments.hpp key_selectors_wide, wide_code_bytes), each looked up in the group's
-// fp16 table ht in shared memory. Not inlined, to keep registers for the common path.
+// fp16 table ht in shared memory. Inlined like the narrow paths (2026-12-04: a call cost
+// ~150 SASS instructions per k-tile and 3-6 registers more; bench/gpu/sass_count.py).
 template <int B>
 struct key_wide_build {
   const unsigned long long* rows;
@@ -221,18 +222,10 @@ struct key_wide_build {
   }
 };
 
-//! Score accumulators of the 4 m-tiles (returned by value from the wide path, so that
-//! the caller's arrays stay in registers).
-struct frag16 {
-  float d[4][4];
-};
-
 template <int B>
-__device__ __noinline__ frag16 key_group_wide(const unsigned long long* rows, const mma_group& kg, const std::uint32_t* qrow,
-                                             const std::uint16_t* ht, int g, int tq) {
-  frag16 acc{};
-  key_tiles(kg, qrow, tq, key_wide_build<B>{rows, ht + kg.half, g}, acc.d);
-  return acc;
+__device__ __forceinline__ void key_group_wide(const unsigned long long* rows, const mma_group& kg, const std::uint32_t* qrow,
+                                               const std::uint16_t* ht, int g, int tq, float (&acc)[4][4]) {
+  key_tiles(kg, qrow, tq, key_wide_build<B>{rows, ht + kg.half, g}, acc);
 }
 
 // ---------------------------------------------------------------- values
@@ -282,7 +275,8 @@ struct frag4 {
 // One value m-tile of codes wider than 4 bits: per chunk, the selector pairs of its two
 // coordinate rows give the eight tokens' whole codes in bytes (value_selectors_wide,
 // wide_code_bytes: byte m of the even word = token tq + 8m, of the odd word = tq + 8m + 4),
-// looked up in the group's fp16 table ht, in value_pairs' order.
+// looked up in the group's fp16 table ht, in value_pairs' order. Not inlined: the m-tile
+// loop would copy it 8 times per width, for value widths that uniform plans never use.
 template <int B>
 __device__ __noinline__ frag4 values_wide_mtile(const unsigned long long* rows, int n, int mt, const bfrag bw,
                                                const std::uint16_t* ht, int g, int tq, frag4 acc) {  // ht: the group's table
@@ -347,17 +341,10 @@ __device__ __forceinline__ void key_dispatch(const unsigned long long* rows, con
     case 2: key_group_lut<2>(rows, kg, qrow, g, tq, acc); break;
     case 3: key_group_lut<3>(rows, kg, qrow, g, tq, acc); break;
     case 4: key_group_lut<4>(rows, kg, qrow, g, tq, acc); break;
-    default: {
-      const frag16 f = kg.bits == 5   ? key_group_wide<5>(rows, kg, qrow, ht, g, tq)
-                       : kg.bits == 6 ? key_group_wide<6>(rows, kg, qrow, ht, g, tq)
-                       : kg.bits == 7 ? key_group_wide<7>(rows, kg, qrow, ht, g, tq)
-                                      : key_group_wide<8>(rows, kg, qrow, ht, g, tq);
-#pragma unroll
-      for (int mt = 0; mt < 4; ++mt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[mt][e] += f.d[mt][e];
-      break;
-    }
+    case 5: key_group_wide<5>(rows, kg, qrow, ht, g, tq, acc); break;
+    case 6: key_group_wide<6>(rows, kg, qrow, ht, g, tq, acc); break;
+    case 7: key_group_wide<7>(rows, kg, qrow, ht, g, tq, acc); break;
+    default: key_group_wide<8>(rows, kg, qrow, ht, g, tq, acc); break;
   }
 }
 
