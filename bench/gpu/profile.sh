@@ -11,7 +11,8 @@
 #      and KV head of docs/gpu.md's performance model);
 #   3. times `bench_decode --quick` with plain launches (BGTQ_NO_PDL=1) beside overlapped
 #      ones, for the launch overlap's share at short T: pdl_on.txt, pdl_off.txt.
-#   4. divides the split kernels' executed instructions by the tokens and KV heads:
+#   4. the tensor-core split kernel's stall reasons at B=16 T=32K (ncu_stalls_*_b16.txt);
+#   5. divides the split kernels' executed instructions by the tokens and KV heads:
 #      instructions.txt, beside the static per-unit counts of sass_count.py: sass_count.txt.
 # Results go to $OUT (if set) or build-gpu/profile. ncu runs with --clock-control none
 # (the clocks as the benchmark sees them) and its default cache flush before each kernel.
@@ -53,12 +54,27 @@ if [[ -n "$NCU" ]]; then
   # CUDA-core kernels with a 132-token window, B=1 T=4K
   profile "$OUTDIR/ncu_window_b1.txt" 0 --path cuda_cores --window 132
   profile "$OUTDIR/ncu_tensor_cores_tq_b16.txt" $((4 * 72 + 72 * 3 + 3)) --path tensor_cores
+  # why the tensor-core split kernel's warps wait (average warps stalled per issue, by
+  # reason) at B=16 T=32K, Block-GTQ then TQ-MSE: with only this kernel counted, a shape
+  # is 23 launches (3 warm-up + 20 timed; the CUDA-core reference call is not counted)
+  for m in "blockgtq 69" "tq $((4 * 23 + 69))"; do
+    set -- $m
+    echo "ncu: stall reasons, $1 (split launches $2..$(($2 + 2))) -> ncu_stalls_$1_b16.txt" >&2
+    timeout --kill-after=5 150 "$NCU" --clock-control none --kernel-name regex:'decode_split_mma' --launch-skip "$2" \
+      --launch-count 3 --metrics 'regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \
+      "$BENCH" --quick --runs 20 --path tensor_cores > "$OUTDIR/ncu_stalls_$1_b16.txt" 2>&1 || echo "ncu exit $? (stalls $1)" >&2
+  done
 else
   echo "profile.sh: ncu not found, no per-kernel profile" >&2
 fi
 "$BENCH" --quick --runs 20 --path tensor_cores > "$OUTDIR/pdl_on.txt" 2>&1 || true
 BGTQ_NO_PDL=1 "$BENCH" --quick --runs 20 --path tensor_cores > "$OUTDIR/pdl_off.txt" 2>&1 || true
 grep -h "Duration\|Executed Instructions \|^  [a-z_]*kernel\|decode_split\|rotate_query\|merge_kernel" "$OUTDIR"/ncu_*.txt | head -160 || true
+for f in "$OUTDIR"/ncu_stalls_*.txt; do  # the largest stall reasons first
+  [[ -f "$f" ]] || continue
+  echo "$(basename "$f"):"
+  grep -E "^[[:space:]]*smsp__average_warps_issue_stalled" "$f" | awk '{print $NF, $1}' | sort -g -r | head -8 || true
+done
 # executed instructions of the split kernels per token and KV head (and per 64-token unit),
 # beside the static per-unit counts of keys and values (sass_count.py): their difference
 # is the per-unit overhead (copies, radii, softmax, the weight transpose)
