@@ -387,7 +387,7 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
   unsigned char* smem = dynamic_smem<unsigned char>();
   const mma_smem& L = mp.L;
   std::uint16_t* s_qh = reinterpret_cast<std::uint16_t*>(smem + L.qh);  // [8][qstride]
-  float* s_qf = reinterpret_cast<float*>(smem + L.qf);                  // [8]
+  float* s_qf = reinterpret_cast<float*>(smem + L.qf);                  // [8] factors 2^e, then [8] 2^-e
   mma_group* s_g = reinterpret_cast<mma_group*>(smem + L.kg);           // key groups, then the value group
   std::uint16_t* s_ht = reinterpret_cast<std::uint16_t*>(smem + L.ht);
 
@@ -471,7 +471,11 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
       for (int c = lane; c < hm.key_coords; c += 32) amax = fmaxf(amax, fabsf(qr[c] * qmul));
     }
     amax = warp_max(amax);
-    if (lane == 0) s_qf[x] = amax > 0.0f ? pow2i(exponent_above(amax)) : 1.0f;  // NaN / Inf queries: 1 (their heads give NaN)
+    if (lane == 0) {
+      const float f = amax > 0.0f ? pow2i(exponent_above(amax)) : 1.0f;  // NaN / Inf queries: 1 (their heads give NaN)
+      s_qf[x] = f;
+      s_qf[mma::heads + x] = 1.0f / f;  // exact (f = 2^k, -126 <= k <= 127): v * (1 / f) == v / f for every v
+    }
   }
   for (int i = tid; i < 8 * L.qstride; i += 128) s_qh[i] = 0;
   __syncthreads();  // s_g, s_qf and the zeroed rows
@@ -484,7 +488,7 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
     const mma_group d = s_g[gi];
     for (int i = tid; i < gcount * d.n; i += 128) {
       const int x = i / d.n, j = i - x * d.n;
-      const float v = p.qrot[(static_cast<std::size_t>(b) * p.Hq + hq0 + x) * p.D + d.coord_off + j] * qmul / s_qf[x];
+      const float v = p.qrot[(static_cast<std::size_t>(b) * p.Hq + hq0 + x) * p.D + d.coord_off + j] * qmul * s_qf[mma::heads + x];
       s_qh[x * L.qstride + d.qoff + j] = float_to_half_bits(v);
     }
   }

@@ -290,6 +290,28 @@ void mma_probe_kernel(const std::uint16_t* A, const std::uint16_t* Bm, const flo
 
 }  // namespace
 
+TEST_CASE("mma_stage_offset: the 32-bit and 64-bit divisions agree on both sides of 2^26", "[gpu][mma]") {
+  using bgtq::cuda::mma_stage_offset;
+  const auto wide = [](std::uint32_t off, int P) {
+    return static_cast<int>(static_cast<std::uint64_t>(off) * 64u / static_cast<std::uint64_t>(P));
+  };
+  const std::uint32_t edge = 1u << 26;
+  for (int P : {64, 128, 192, 256, 320, 1024, 4096, 65536}) {
+    for (std::uint32_t off : {0u, 1u, 7u, 8u, 12345u, edge - 65u, edge - 64u, edge - 1u, edge, edge + 1u, edge + 4096u,
+                              0x7FFFFFFFu, 0xFFFFFFFFu}) {
+      INFO("part offset " << off << ", P " << P);
+      REQUIRE(mma_stage_offset(off, P) == wide(off, P));
+    }
+  }
+  bgtq::counter_rng r(2026, 12);
+  for (int i = 0; i < 20000; ++i) {
+    const std::uint32_t off = static_cast<std::uint32_t>(r.next_u64() >> (32 + (i % 8)));
+    const int P = 64 * (1 + static_cast<int>(r.next_u64() % 64));
+    INFO("part offset " << off << ", P " << P);
+    REQUIRE(mma_stage_offset(off, P) == wide(off, P));
+  }
+}
+
 TEST_CASE("the emulated mma.sync m16n8k16 equals a plain matrix product", "[gpu][mma]") {
   bgtq::counter_rng r(14);
   std::vector<std::uint16_t> A(16 * 16), Bm(16 * 8);

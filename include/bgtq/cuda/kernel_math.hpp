@@ -412,8 +412,12 @@ BGTQ_HOST_DEVICE int exponent_above(float x) {
 
 //! Byte offset, in a unit's stage image (a P = 64 page part), of a byte that sits at
 //! `part_offset` in a page part of P tokens: code regions and radii scale with P.
+//! A 32-bit division wherever the product fits (page parts below 64 MiB): on the device a
+//! 64-bit division is a subroutine of ~70 instructions, and the P > 64 copies run it per unit.
 BGTQ_HOST_DEVICE constexpr int mma_stage_offset(std::uint32_t part_offset, int P) {
-  return static_cast<int>(static_cast<std::uint64_t>(part_offset) * 64u / static_cast<std::uint64_t>(P));
+  return part_offset < (1u << 26)
+             ? static_cast<int>(part_offset * 64u / static_cast<std::uint32_t>(P))
+             : static_cast<int>(static_cast<std::uint64_t>(part_offset) * 64u / static_cast<std::uint64_t>(P));
 }
 
 //! The stage image of one 64-token unit of a (layer, head): the tokens' codes and radii
@@ -462,7 +466,7 @@ BGTQ_HOST_DEVICE constexpr int align16(int x) { return (x + 15) & ~15; }
 
 //! Shared-memory layout of the tensor-core split kernel, in bytes (16-byte aligned):
 //! `// qh [8 heads][qstride] fp16   scaled rotated queries, each key group 16-aligned, zero padded
-//! // qf [8] float                 per-head score factor 2^e (the queries are scaled by 2^-e)
+//! // qf [2][8] float              per-head score factor 2^e, then 2^-e (the queries are scaled by 2^-e)
 //! // kg [key groups + 1] mma_group   key groups, then the value group
 //! // ht [half_table] fp16         centroids of groups wider than 4 bits
 //! // warp w at warp0 + w * warp_bytes: [wbuf: 8 x 36 words][two stage buffers of stage_bytes]
@@ -481,7 +485,7 @@ BGTQ_HOST_DEVICE constexpr mma_smem mma_smem_layout(int key_padded, int key_grou
   s.qh = o;
   o = align16(o + mma::heads * s.qstride * 2);
   s.qf = o;
-  o = align16(o + mma::heads * 4);
+  o = align16(o + 2 * mma::heads * 4);
   s.kg = o;
   o = align16(o + (key_groups + 1) * static_cast<int>(sizeof(mma_group)));
   s.ht = o;
