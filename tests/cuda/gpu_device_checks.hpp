@@ -257,10 +257,15 @@ inline check_report gpu_check_encode(shape s, const method& m, const std::vector
 //! alike (logits near 2^125: nearly one-hot), and query head h G + 1 the same at 1.01
 //! max_query_norm, which the device must refuse (NaN outputs, counted): a device bound
 //! looser or tighter than the CPU's by 1% fails.
+//! `poison_tail`: after the upload, the last page of every sequence whose length is not
+//! a multiple of P gets, at every token slot past its length, +Inf radii (fp16 or fp32)
+//! and random code bits in every group of both parts, as stale data of a freed sequence
+//! could leave there: the outputs must not change (an Inf radius times a zero weight is
+//! NaN, so any use of one shows).
 inline check_report gpu_check_decode(const shape& s, const method& m, const std::vector<int>& lengths, cuda::dtype q_type,
                                      int splits, std::uint64_t seed, double tol = 1e-4, int nonfinite = 0,
                                      cuda::decode_path path = cuda::decode_path::cuda_cores, bool inf_window = false,
-                                     bool guard_edge = false) {
+                                     bool guard_edge = false, bool poison_tail = false) {
   check_report rep;
   char head[256];
   std::snprintf(head, sizeof head, "decode%s %s D=%d Hkv=%d G=%d P=%d B=%zu window=%d+%d q=%s splits=%d",
@@ -336,6 +341,47 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
   BGTQ_CHECK_ERRC(cuda::device_cache::create(cuda::describe(c), dev));
   BGTQ_CHECK_ERRC(cuda::upload_all_pages(c, dev));
   cuda::batch_tables bt = cuda::gather_batch(c, 0, f.seqs);
+  if (poison_tail) {
+    const cuda::cache_desc d = cuda::describe(c);
+    const int P = s.page_tokens;
+    bgtq::counter_rng pr(seed + 4);
+    int poisoned = 0;
+    for (int b = 0; b < B; ++b) {
+      const int nq = bt.quantized[static_cast<std::size_t>(b)];
+      if (nq % P == 0) continue;
+      const int page = bt.page_table[static_cast<std::size_t>(b) * bt.max_pages_per_seq + static_cast<std::size_t>(nq / P)];
+      for (int h = 0; h < s.kv_heads; ++h) {
+        std::vector<std::uint8_t> part(dev.page_part_bytes(0, h));
+        std::uint8_t* at = static_cast<std::uint8_t*>(dev.pool()) + dev.arena_offset(0, h) + static_cast<std::size_t>(page) * part.size();
+        BGTQ_CHECK_CUDA(cudaMemcpy(part.data(), at, part.size(), cudaMemcpyDeviceToHost));
+        for (int kv = 0; kv < 2; ++kv) {
+          const std::size_t base = kv == 0 ? 0u : dev.value_offset(0, h);
+          for (const cuda::group_desc& g : (kv == 0 ? d.keys : d.values)[static_cast<std::size_t>(h)].groups)
+            for (int t = nq % P; t < P; ++t) {
+              const std::size_t r = base + g.radii + static_cast<std::size_t>(t) * (g.fp32_radius ? 4u : 2u);
+              if (g.fp32_radius) {
+                const float inf = INFINITY;
+                std::memcpy(&part[r], &inf, 4);
+              } else {
+                const std::uint16_t inf = 0x7C00u;
+                std::memcpy(&part[r], &inf, 2);
+              }
+              for (int row = 0; row < g.dim * g.bits; ++row) {  // plane rows of P / 8 bytes, token t in bit t
+                std::uint8_t& byte = part[base + g.region + static_cast<std::size_t>(row) * (P / 8) + static_cast<std::size_t>(t / 8)];
+                byte = static_cast<std::uint8_t>((byte & ~(1u << (t % 8))) | ((pr.next_u32() & 1u) << (t % 8)));
+              }
+            }
+        }
+        BGTQ_CHECK_CUDA(cudaMemcpy(at, part.data(), part.size(), cudaMemcpyHostToDevice));
+        ++poisoned;
+      }
+    }
+    if (poisoned == 0) {
+      rep.what += " | poison_tail needs a sequence whose length is not a multiple of P";
+      return rep;
+    }
+    rep.what += " page tails poisoned";
+  }
   bool any_window = false;
   for (int w : bt.window_len) any_window = any_window || w > 0;
   if (inf_window) {

@@ -384,6 +384,26 @@ TEST_CASE("tensor-core decode: tiny and large value radii (the accumulator's 2^E
   }
 }
 
+TEST_CASE("decode_attention ignores what a page holds past a sequence's tokens (Inf radii, random codes), both paths",
+          "[gpu][decode][mma]") {
+  require_device();
+  const std::vector<int> lengths{700, 130, 65};  // tails of 60, 62 and 63 slots at P = 64
+  method fp32 = tq_method(3);
+  fp32.fp32_radius = true;
+  fp32.name = "tq3-fp32-radii";
+  for (int P : {64, 128})
+    for (const bc::decode_path path : {bc::decode_path::cuda_cores, bc::decode_path::tensor_cores})
+      for (const method& m : {mixed_method(), fp32}) {
+        if (path == bc::decode_path::tensor_cores && m.fp32_radius) continue;  // fp16 radii only there
+        const shape s = decode_shape(128, 2, 8, 0, 0, lengths, 1, P);
+        const bool tc = path == bc::decode_path::tensor_cores;
+        const check_report r =
+            gpu_check_decode(s, m, lengths, bc::dtype::f32, 0, 960 + P, tc ? tc_tol : 1e-4, 0, path, false, false, true);
+        INFO(r.what);
+        REQUIRE(r.ok);
+      }
+}
+
 TEST_CASE("tensor-core decode: layers it cannot serve are refused (tensor_cores) or fall back (automatic)",
           "[gpu][decode][mma][errors]") {
   require_device();
