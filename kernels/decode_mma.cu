@@ -348,6 +348,127 @@ __device__ __forceinline__ void key_dispatch(const unsigned long long* rows, con
   }
 }
 
+// ---------------------------------------------------------------- a unit's steps
+// (separate functions so that bench/gpu/sass_probe.cu can count each one's instructions)
+
+//! sc += r * (codes x q) for one key group over the unit whose stage image is buf.
+__device__ __forceinline__ void add_group_scores(const unsigned char* buf, const mma_group& kg, const std::uint32_t* qrow,
+                                                 const std::uint16_t* ht, int gid, int tq, float (&sc)[4][4]) {
+  float acc[4][4];
+#pragma unroll
+  for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) acc[mt][e] = 0.0f;
+  key_dispatch(reinterpret_cast<const unsigned long long*>(buf + kg.code), kg, qrow, ht, gid, tq, acc);
+  const std::uint16_t* rad = reinterpret_cast<const std::uint16_t*>(buf + kg.radii);
+#pragma unroll
+  for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const float r = half_bits_to_float(rad[mma::key_token(mt, gid + 8 * rr)]);
+      sc[mt][2 * rr] = fmaf(acc[mt][2 * rr], r, sc[mt][2 * rr]);
+      sc[mt][2 * rr + 1] = fmaf(acc[mt][2 * rr + 1], r, sc[mt][2 * rr + 1]);
+    }
+}
+
+//! Online softmax of a unit's scores sc (log2 units, before the heads' factors f0, f1)
+//! for the lane's heads 2tq, 2tq+1: the running maxima m2 (exact, so every weight w is
+//! <= 1), the lane's share of the sums l, and fac, the factor the older weights take.
+//! Tokens from nvalid on get weight 0. The factors (powers of two) are applied inside the
+//! exponent, w = 2^(sc f - m2) in one fmaf: the same rounding as scaling sc first.
+__device__ __forceinline__ void unit_softmax(float (&sc)[4][4], int nvalid, float f0, float f1, int gid, float (&m2)[2],
+                                             float (&l)[2], float (&w)[4][4], float (&fac)[2]) {
+  if (nvalid < mma::unit_tokens) {  // only a split's last unit can be partial (warp-uniform)
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e)
+        if (mma::key_token(mt, gid + 8 * (e >> 1)) >= nvalid) sc[mt][e] = -INFINITY;
+  }
+  float umax[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+  for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) umax[e & 1] = fmaxf(umax[e & 1], sc[mt][e]);
+  const float f[2] = {f0, f1};
+  float off[2];
+#pragma unroll
+  for (int x = 0; x < 2; ++x) {
+    const float mx = warp_max_quad(umax[x]) * f[x];  // f = 2^k > 0: exact, and the maximum commutes with it
+    const float mn = fmaxf(m2[x], mx);
+    // m2 = -inf: 0 (nothing accumulated yet); an unchanged maximum is exactly 1 without
+    // relying on ex2.approx(0) == 1, so the rescale below is skipped for sure
+    fac[x] = mn == -INFINITY || mn == m2[x] ? 1.0f : fast_exp2(m2[x] - mn);
+    m2[x] = mn;
+    off[x] = mn == -INFINITY ? -INFINITY : -mn;  // no finite score yet: every weight 2^-inf = 0
+  }
+  float lsum[2] = {0.0f, 0.0f};
+#pragma unroll
+  for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      w[mt][e] = fast_exp2(fmaf(sc[mt][e], f[e & 1], off[e & 1]));
+      lsum[e & 1] += w[mt][e];
+    }
+#pragma unroll
+  for (int x = 0; x < 2; ++x) l[x] = fmaf(l[x], fac[x], lsum[x]);
+}
+
+//! The value radii vrad of a unit: the accumulator's range 2^E grows to cover them (acc_v
+//! rescaled by that and by fac), the score lanes write fp16 w x r x 2^-E into the warp's
+//! buffer wbuf (a transpose), and each lane reads back its B fragments.
+__device__ __forceinline__ bfrag unit_value_weights(const std::uint16_t* vrad, int nvalid, const float (&w)[4][4],
+                                                    const float (&fac)[2], int& E,
+                                                    float (&acc_v)[mma::max_value_mtiles][4], std::uint32_t* wbuf, int gid,
+                                                    int tq) {
+  float rv[4][2];
+  float rmax = 0.0f;
+#pragma unroll
+  for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      const int t = mma::key_token(mt, gid + 8 * rr);
+      rv[mt][rr] = half_bits_to_float(vrad[t]);
+      if (nvalid < mma::unit_tokens && t >= nvalid) rv[mt][rr] = 0.0f;  // (warp-uniform test first)
+      rmax = fmaxf(rmax, rv[mt][rr]);
+    }
+  const int Eu = exponent_above(warp_max_quad(rmax));
+  float rescale[2] = {fac[0], fac[1]};
+  if (Eu > E) {  // warp-uniform
+    const float f = pow2i(E - Eu);
+    rescale[0] *= f;
+    rescale[1] *= f;
+    E = Eu;
+  }
+  if (rescale[0] != 1.0f || rescale[1] != 1.0f) {
+#pragma unroll
+    for (int mt = 0; mt < mma::max_value_mtiles; ++mt) {
+      acc_v[mt][0] *= rescale[0];
+      acc_v[mt][2] *= rescale[0];
+      acc_v[mt][1] *= rescale[1];
+      acc_v[mt][3] *= rescale[1];
+    }
+  }
+  const float rs = pow2i(-E);
+#pragma unroll
+  for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+    for (int x = 0; x < 2; ++x) {
+      const float wr0 = w[mt][x] * (rv[mt][0] * rs), wr1 = w[mt][2 + x] * (rv[mt][1] * rs);
+      wbuf[mma::wbuf_word(2 * tq + x, mt >> 1, mt & 1, gid >> 2, gid & 3)] = mma::half2_bits(wr0, wr1);
+    }
+  __syncwarp();
+  bfrag bw;
+#pragma unroll
+  for (int c = 0; c < 2; ++c)
+#pragma unroll
+    for (int kap = 0; kap < 2; ++kap) {
+      bw.r[c][kap][0] = wbuf[mma::wbuf_word(gid, c, kap, 0, tq)];
+      bw.r[c][kap][1] = wbuf[mma::wbuf_word(gid, c, kap, 1, tq)];
+    }
+  return bw;
+}
+
 // ---------------------------------------------------------------- the kernel
 
 struct mma_kparams {
@@ -508,108 +629,17 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
     const int tok0 = tok_begin + u * mma::unit_tokens;
     const int nvalid = tok_end - tok0;  // tokens of the unit inside the split (>= 1)
 
-    // ---- scores
+    // ---- scores, softmax, weights x radii (the B operand of the values)
     float sc[4][4];
 #pragma unroll
     for (int mt = 0; mt < 4; ++mt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) sc[mt][e] = 0.0f;
-    for (int gi = 0; gi < kcount; ++gi) {
-      const mma_group& kg = s_g[gi];
-      float acc[4][4];
-#pragma unroll
-      for (int mt = 0; mt < 4; ++mt)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) acc[mt][e] = 0.0f;
-      key_dispatch(reinterpret_cast<const unsigned long long*>(buf + kg.code), kg, qrow, s_ht, gid, tq, acc);
-      const std::uint16_t* rad = reinterpret_cast<const std::uint16_t*>(buf + kg.radii);
-#pragma unroll
-      for (int mt = 0; mt < 4; ++mt)
-#pragma unroll
-        for (int rr = 0; rr < 2; ++rr) {
-          const float r = half_bits_to_float(rad[mma::key_token(mt, gid + 8 * rr)]);
-          sc[mt][2 * rr] = fmaf(acc[mt][2 * rr], r, sc[mt][2 * rr]);
-          sc[mt][2 * rr + 1] = fmaf(acc[mt][2 * rr + 1], r, sc[mt][2 * rr + 1]);
-        }
-    }
-    // ---- online softmax (log2 units, exact running max: every weight <= 1)
-    float umax[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-    for (int mt = 0; mt < 4; ++mt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const bool valid = mma::key_token(mt, gid + 8 * (e >> 1)) < nvalid;
-        sc[mt][e] = valid ? sc[mt][e] * ((e & 1) ? f1 : f0) : -INFINITY;
-        umax[e & 1] = fmaxf(umax[e & 1], sc[mt][e]);
-      }
-    float fac[2];
-#pragma unroll
-    for (int x = 0; x < 2; ++x) {
-      const float mx = warp_max_quad(umax[x]);
-      const float mn = fmaxf(m2[x], mx);
-      // m2 = -inf: 0 (nothing accumulated yet); an unchanged maximum is exactly 1 without
-      // relying on ex2.approx(0) == 1, so the rescale below is skipped for sure
-      fac[x] = mn == -INFINITY || mn == m2[x] ? 1.0f : fast_exp2(m2[x] - mn);
-      m2[x] = mn;
-    }
-    float w[4][4];
-    float lsum[2] = {0.0f, 0.0f};
-#pragma unroll
-    for (int mt = 0; mt < 4; ++mt)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const float mref = m2[e & 1];
-        w[mt][e] = mref == -INFINITY ? 0.0f : fast_exp2(sc[mt][e] - mref);
-        lsum[e & 1] += w[mt][e];
-      }
-#pragma unroll
-    for (int x = 0; x < 2; ++x) l[x] = fmaf(l[x], fac[x], lsum[x]);
-    // ---- value radii: range of the accumulator (2^E), weights x radii -> the B buffer
-    const std::uint16_t* vrad = reinterpret_cast<const std::uint16_t*>(buf + vbase + vg.radii);
-    float rv[4][2];
-    float rmax = 0.0f;
-#pragma unroll
-    for (int mt = 0; mt < 4; ++mt)
-#pragma unroll
-      for (int rr = 0; rr < 2; ++rr) {
-        const int t = mma::key_token(mt, gid + 8 * rr);
-        rv[mt][rr] = t < nvalid ? half_bits_to_float(vrad[t]) : 0.0f;
-        rmax = fmaxf(rmax, rv[mt][rr]);
-      }
-    const int Eu = exponent_above(warp_max_quad(rmax));
-    float rescale[2] = {fac[0], fac[1]};
-    if (Eu > E) {  // warp-uniform
-      const float f = pow2i(E - Eu);
-      rescale[0] *= f;
-      rescale[1] *= f;
-      E = Eu;
-    }
-    if (rescale[0] != 1.0f || rescale[1] != 1.0f) {
-#pragma unroll
-      for (int mt = 0; mt < mma::max_value_mtiles; ++mt) {
-        acc_v[mt][0] *= rescale[0];
-        acc_v[mt][2] *= rescale[0];
-        acc_v[mt][1] *= rescale[1];
-        acc_v[mt][3] *= rescale[1];
-      }
-    }
-    const float rs = pow2i(-E);
-#pragma unroll
-    for (int mt = 0; mt < 4; ++mt)
-#pragma unroll
-      for (int x = 0; x < 2; ++x) {
-        const float wr0 = w[mt][x] * (rv[mt][0] * rs), wr1 = w[mt][2 + x] * (rv[mt][1] * rs);
-        wbuf[mma::wbuf_word(2 * tq + x, mt >> 1, mt & 1, gid >> 2, gid & 3)] = mma::half2_bits(wr0, wr1);
-      }
-    __syncwarp();
-    bfrag bw;
-#pragma unroll
-    for (int c = 0; c < 2; ++c)
-#pragma unroll
-      for (int kap = 0; kap < 2; ++kap) {
-        bw.r[c][kap][0] = wbuf[mma::wbuf_word(gid, c, kap, 0, tq)];
-        bw.r[c][kap][1] = wbuf[mma::wbuf_word(gid, c, kap, 1, tq)];
-      }
+    for (int gi = 0; gi < kcount; ++gi) add_group_scores(buf, s_g[gi], qrow, s_ht, gid, tq, sc);
+    float w[4][4], fac[2];
+    unit_softmax(sc, nvalid, f0, f1, gid, m2, l, w, fac);
+    const bfrag bw = unit_value_weights(reinterpret_cast<const std::uint16_t*>(buf + vbase + vg.radii), nvalid, w, fac, E,
+                                        acc_v, wbuf, gid, tq);
     // ---- values
     values_dispatch(reinterpret_cast<const unsigned long long*>(buf + vbase + vg.code), vg, nmt, bw, s_ht, gid, tq, acc_v);
     __syncwarp();  // the stage buffer and wbuf are rewritten next

@@ -15,11 +15,14 @@ static counts of straight-line code, equal to what one warp executes for the pie
 the wide paths (5..8 bits) are a non-inlined function holding both k-tile halves behind
 a run-time branch, so their half-tile figure is the full one (an upper bound).
 
-A plan 'name=K/V' lists key groups and value groups as bits:coordinates (one head); its
-estimate is the instructions one warp executes per 64-token unit for keys and values
-(k-tiles of 16 coordinates, a last tile of <= 8 coordinates counted as half), over 64:
-per token and KV head, before the per-unit overhead (copies, radii, softmax, the weight
-transpose), which these probes do not isolate. docs/gpu.md, "Performance model",
+The probes also count a key group's radii (per group and unit), a full unit's softmax
+and its value radii + weight transpose. A plan 'name=K/V' lists key groups and value
+groups as bits:coordinates (one head); its estimate is the instructions one warp
+executes per 64-token unit (k-tiles of 16 coordinates, a last tile of <= 8 coordinates
+counted as half; the group radii; the values; the softmax and weights), over 64: per
+token and KV head, without the copies into shared memory and the loop's own control.
+Probe counts move by up to ~10% with the surrounding code (register moves), so read them
+as estimates. docs/gpu.md, "Performance model",
 records the figures; the device's InstructionStats (bench/gpu/profile.sh) measure the
 total."""
 import argparse
@@ -150,24 +153,42 @@ def main():
                     if key not in c:
                         die(f"{key} is missing from the cubin")
                     piece[(b, mode)] = c[key] - base
+            steps = {}
+            for mode, what in ((5, "softmax"), (6, "weights")):
+                key = f"sass_probe<1, {mode}>"
+                if key not in c:
+                    die(f"{key} is missing from the cubin")
+                steps[what] = c[key] - base
+            for b in range(1, 9):
+                key = f"sass_probe<{b}, 4>"
+                if key not in c:
+                    die(f"{key} is missing from the cubin")
+                piece[(b, 4)] = c[key] - base
+            group = {b: piece[(b, 4)] - piece[(b, 1)] for b in range(1, 9)}
             key_full = {b: piece[(b, 1)] for b in range(1, 9)}
             key_half = {b: piece[(b, 2)] for b in range(1, 9)}
             value_tile = {b: piece[(b, 3)] for b in range(1, 9)}
             if a.check:
-                bad = [f"{k}: {v}" for k, v in piece.items() if v <= 0]
+                bad = [f"{k}: {v}" for k, v in list(piece.items()) + list(steps.items()) if v <= 0]
                 bad += [f"bits {b}: half k-tile {key_half[b]} >= k-tile {key_full[b]}" for b in range(1, 5)
                         if key_half[b] >= key_full[b]]
                 if bad:
                     die(f"sm_{arch}: implausible counts (probes optimised away or not straight-line?): " + "; ".join(bad))
             print(f"sm_{arch} ({version}); warp instructions per piece (64 tokens), baseline probe {base} subtracted")
-            print(f"{'bits':>4} {'key k-tile':>11} {'key half':>9} {'value m-tile':>13}")
+            print(f"{'bits':>4} {'key k-tile':>11} {'key half':>9} {'value m-tile':>13} {'key group':>10}")
             for b in range(1, 9):
-                print(f"{b:>4} {key_full[b]:>11} {key_half[b]:>9} {value_tile[b]:>13}")
-            print(f"\nper 64-token unit and KV head (keys + values, no per-unit overhead):")
-            print(f"{'plan':<18} {'k-tiles':>7} {'keys':>6} {'values':>7} {'sum':>6} {'per token':>10}")
+                print(f"{b:>4} {key_full[b]:>11} {key_half[b]:>9} {value_tile[b]:>13} {group[b]:>10}")
+            print(f"(key group: what a key group costs per unit besides its k-tiles: its radii)")
+            print(f"per full unit: softmax {steps['softmax']}, value radii + weight transpose {steps['weights']}")
+            print(f"\nper 64-token unit and KV head (keys with their radii, values, softmax, weights;")
+            print(f"not the copies and the loop):")
+            print(f"{'plan':<18} {'k-tiles':>7} {'keys':>6} {'values':>7} {'steps':>6} {'sum':>6} {'per token':>10}")
             for name, ks, vs in plans:
                 tiles, keys, values = plan_estimate(ks, vs, key_full, key_half, value_tile)
-                print(f"{name:<18} {tiles:>7} {keys:>6} {values:>7} {keys + values:>6} {(keys + values) / 64:>10.1f}")
+                keys += sum(group[b] for b, _ in ks)
+                st = steps["softmax"] + steps["weights"]
+                total = keys + values + st
+                print(f"{name:<18} {tiles:>7} {keys:>6} {values:>7} {st:>6} {total:>6} {total / 64:>10.1f}")
             if a.kernels:
                 print(f"\nstatic size of each kernel (instructions, loops counted once):")
                 for src in sorted(f for f in os.listdir(os.path.join(ROOT, "kernels")) if f.endswith(".cu")):
