@@ -400,7 +400,7 @@ __device__ __forceinline__ void unit_softmax(float (&sc)[4][4], int nvalid, floa
     // relying on ex2.approx(0) == 1, so the rescale below is skipped for sure
     fac[x] = mn == -INFINITY || mn == m2[x] ? 1.0f : fast_exp2(m2[x] - mn);
     m2[x] = mn;
-    off[x] = mn == -INFINITY ? -INFINITY : -mn;  // no finite score yet: every weight 2^-inf = 0
+    off[x] = mn == -INFINITY ? -INFINITY : -mn;  // no score above -inf yet: weights 2^-inf = 0 (NaN stays NaN)
   }
   float lsum[2] = {0.0f, 0.0f};
 #pragma unroll

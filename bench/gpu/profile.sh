@@ -58,50 +58,57 @@ if [[ -n "$NCU" ]]; then
   # reason) at B=16 T=32K, Block-GTQ then TQ-MSE: with only this kernel counted, a shape
   # is 23 launches (3 warm-up + 20 timed; the CUDA-core reference call is not counted)
   for m in "blockgtq 69" "tq $((4 * 23 + 69))"; do
-    set -- $m
-    echo "ncu: stall reasons, $1 (split launches $2..$(($2 + 2))) -> ncu_stalls_$1_b16.txt" >&2
-    timeout --kill-after=5 150 "$NCU" --clock-control none --kernel-name regex:'decode_split_mma' --launch-skip "$2" \
+    read -r name skip <<< "$m"
+    echo "ncu: stall reasons, $name (split launches $skip..$((skip + 2))) -> ncu_stalls_${name}_b16.txt" >&2
+    timeout --kill-after=5 150 "$NCU" --clock-control none --kernel-name regex:'decode_split_mma' --launch-skip "$skip" \
       --launch-count 3 --metrics 'regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \
-      "$BENCH" --quick --runs 20 --path tensor_cores > "$OUTDIR/ncu_stalls_$1_b16.txt" 2>&1 || echo "ncu exit $? (stalls $1)" >&2
+      "$BENCH" --quick --runs 20 --path tensor_cores > "$OUTDIR/ncu_stalls_${name}_b16.txt" 2>&1 || echo "ncu exit $? (stalls $name)" >&2
   done
 else
   echo "profile.sh: ncu not found, no per-kernel profile" >&2
 fi
 "$BENCH" --quick --runs 20 --path tensor_cores > "$OUTDIR/pdl_on.txt" 2>&1 || true
 BGTQ_NO_PDL=1 "$BENCH" --quick --runs 20 --path tensor_cores > "$OUTDIR/pdl_off.txt" 2>&1 || true
-grep -h "Duration\|Executed Instructions \|^  [a-z_]*kernel\|decode_split\|rotate_query\|merge_kernel" "$OUTDIR"/ncu_*.txt | head -160 || true
-for f in "$OUTDIR"/ncu_stalls_*.txt; do  # the largest stall reasons first
-  [[ -f "$f" ]] || continue
-  echo "$(basename "$f"):"
-  grep -E "^[[:space:]]*smsp__average_warps_issue_stalled" "$f" | awk '{print $NF, $1}' | sort -g -r | head -8 || true
-done
+for f in "$OUTDIR"/ncu_*.txt; do
+  [[ -f "$f" && "$f" != */ncu_stalls_* ]] || continue
+  grep -h "Duration\|Executed Instructions \|^  [a-z_]*kernel\|decode_split\|rotate_query\|merge_kernel" "$f" || true
+done | head -160
 # executed instructions of the split kernels per token and KV head (and per 64-token unit),
-# beside the static per-unit counts of keys and values (sass_count.py): their difference
-# is the per-unit overhead (copies, radii, softmax, the weight transpose)
+# beside the static per-unit counts (sass_count.py): their difference is what the probes
+# leave out (the copies, the loop, the setup); and the stall reasons, averaged per reason
 PY="$(command -v python3 || command -v python || true)"
 if [[ -n "$PY" ]]; then
   "$PY" "$ROOT/bench/gpu/sass_count.py" --arch 90 > "$OUTDIR/sass_count.txt" 2>&1 || echo "sass_count.py failed" >&2
   "$PY" - "$OUTDIR" <<'PYEOF' | tee "$OUTDIR/instructions.txt" || true
 import glob, os, re, sys
+# a kernel's header line in ncu's output: "  name(args) (grid)x(block), Context 1, Stream 7, Device 0, CC 9.0"
+header = re.compile(r"(decode_split_mma_kernel|decode_split_kernel|rotate_query_kernel|merge_kernel)\b.*, Context ")
 shapes = {"b1": (1, 4096), "b16": (16, 32768)}  # bench_decode --quick shapes profiled above; Hkv = 8
 for path in sorted(glob.glob(os.path.join(sys.argv[1], "ncu_*.txt"))):
-    m = re.search(r"_(b1|b16)\.txt$", path)
-    if not m or "window" in path:
+    base = os.path.basename(path)
+    m = re.search(r"_(b1|b16)\.txt$", base)
+    if not m or "window" in base:
         continue
-    B, T = shapes[m.group(1)]
-    kernel, seen = None, []
+    kernel, seen, stalls = None, {}, {}
     for line in open(path, errors="replace"):
-        k = re.match(r"\s*(\w*decode_split\w*|rotate_query_kernel|merge_kernel)", line)
+        k = header.search(line)
         if k:
             kernel = k.group(1)
         e = re.match(r"\s*Executed Instructions\s+inst\s+([\d,]+)", line)
         if e and kernel and "split" in kernel:
-            seen.append(int(e.group(1).replace(",", "")))
-    if seen:
-        n = sorted(seen)[len(seen) // 2]
-        th = B * 8 * T
-        print(f"{os.path.basename(path)}: {kernel} {n} warp instructions (median of {len(seen)}): "
+            seen.setdefault(kernel, []).append(int(e.group(1).replace(",", "")))
+        st = re.match(r"\s*smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio\s+\S+\s+([-+\d.eE]+)\s*$", line)
+        if st:
+            stalls.setdefault(st.group(1), []).append(float(st.group(2)))
+    B, T = shapes[m.group(1)]
+    th = B * 8 * T
+    for kern, v in seen.items():
+        n = sorted(v)[len(v) // 2]
+        print(f"{base}: {kern} {n} warp instructions (median of {len(v)}): "
               f"{n / th:.1f} per token and KV head, {64 * n / th:.0f} per 64-token unit")
+    if stalls:  # mean over the profiled launches, largest first
+        ranked = sorted(((sum(v) / len(v), r) for r, v in stalls.items()), reverse=True)
+        print(f"{base}: stalled warps per issue, " + ", ".join(f"{r} {x:.2f}" for x, r in ranked[:8]))
 PYEOF
 fi
 grep -h "B=" "$OUTDIR/pdl_on.txt" "$OUTDIR/pdl_off.txt" | head -40 || true

@@ -5,15 +5,19 @@ inner pieces, read off the compiled cubin: no GPU needed, only nvcc and readelf.
     python3 bench/gpu/sass_count.py                 # sm_80 and sm_90, the bench's plans
     python3 bench/gpu/sass_count.py --arch 90 --plan 'mine=2:40,3:56,4:32/3:128'
 
-How: bench/gpu/sass_probe.cu compiles one key k-tile, half a k-tile and one value m-tile
-per code width (1..8 bits) as straight-line probe kernels, with nvcc -cubin and the
-library's own flags. Every SASS instruction of sm_80/sm_90 is 16 bytes, so a kernel's
-count is its .text section's size over 16, less the trailing padding (NOPs and the
-self-branch after the last EXIT). A probe's count minus the baseline probe's (the same
-loads and stores, no work) is the piece's own cost in warp instructions. These are
-static counts of straight-line code, equal to what one warp executes for the piece;
-the wide paths (5..8 bits) are a non-inlined function holding both k-tile halves behind
-a run-time branch, so their half-tile figure is the full one (an upper bound).
+How: bench/gpu/sass_probe.cu compiles one key k-tile, half a k-tile, one value m-tile
+and one key group with its radii per code width (1..8 bits), and a unit's softmax and
+value weights, as straight-line probe kernels, with nvcc -cubin and the library's own
+flags. Every SASS instruction of sm_80/sm_90 is 16 bytes, so a kernel's count is its
+.text section's size over 16, less the trailing padding (NOPs and the self-branch after
+the last EXIT; a non-inlined callee such as the wide value m-tile sits inside its
+caller's section, before that padding). A probe's count minus the baseline probe's (the
+same loads and stores, no work) is the piece's own cost in warp instructions: static
+counts of straight-line code, equal to what one warp executes for the piece, without the
+dispatch on the width, the run-time half-tile test and the group's address arithmetic,
+which the probes' constants remove. A key group's radii are the difference of two
+probes and move most with the surrounding code: the estimate takes their median over
+the widths (the radii code does not depend on the width).
 
 The probes also count a key group's radii (per group and unit), a full unit's softmax
 and its value radii + weight transpose. A plan 'name=K/V' lists key groups and value
@@ -21,8 +25,8 @@ groups as bits:coordinates (one head); its estimate is the instructions one warp
 executes per 64-token unit (k-tiles of 16 coordinates, a last tile of <= 8 coordinates
 counted as half; the group radii; the values; the softmax and weights), over 64: per
 token and KV head, without the copies into shared memory and the loop's own control.
-Probe counts move by up to ~10% with the surrounding code (register moves), so read them
-as estimates. docs/gpu.md, "Performance model",
+Probe counts move by up to ~10% with the surrounding code (register moves; the radii
+difference more), so read them as estimates. docs/gpu.md, "Performance model",
 records the figures; the device's InstructionStats (bench/gpu/profile.sh) measure the
 total."""
 import argparse
@@ -164,28 +168,32 @@ def main():
                 if key not in c:
                     die(f"{key} is missing from the cubin")
                 piece[(b, 4)] = c[key] - base
-            group = {b: piece[(b, 4)] - piece[(b, 1)] for b in range(1, 9)}
+            group_by_width = sorted(piece[(b, 4)] - piece[(b, 1)] for b in range(1, 9))
+            group = (group_by_width[3] + group_by_width[4]) // 2  # the median of 8
             key_full = {b: piece[(b, 1)] for b in range(1, 9)}
             key_half = {b: piece[(b, 2)] for b in range(1, 9)}
             value_tile = {b: piece[(b, 3)] for b in range(1, 9)}
             if a.check:
                 bad = [f"{k}: {v}" for k, v in list(piece.items()) + list(steps.items()) if v <= 0]
+                if group <= 0:
+                    bad.append(f"a key group's radii: {group}")
                 bad += [f"bits {b}: half k-tile {key_half[b]} >= k-tile {key_full[b]}" for b in range(1, 5)
                         if key_half[b] >= key_full[b]]
                 if bad:
                     die(f"sm_{arch}: implausible counts (probes optimised away or not straight-line?): " + "; ".join(bad))
             print(f"sm_{arch} ({version}); warp instructions per piece (64 tokens), baseline probe {base} subtracted")
-            print(f"{'bits':>4} {'key k-tile':>11} {'key half':>9} {'value m-tile':>13} {'key group':>10}")
+            print(f"{'bits':>4} {'key k-tile':>11} {'key half':>9} {'value m-tile':>13}")
             for b in range(1, 9):
-                print(f"{b:>4} {key_full[b]:>11} {key_half[b]:>9} {value_tile[b]:>13} {group[b]:>10}")
-            print(f"(key group: what a key group costs per unit besides its k-tiles: its radii)")
+                print(f"{b:>4} {key_full[b]:>11} {key_half[b]:>9} {value_tile[b]:>13}")
+            print(f"a key group's radii per unit: {group} (median over the widths; "
+                  f"{group_by_width[0]}..{group_by_width[-1]})")
             print(f"per full unit: softmax {steps['softmax']}, value radii + weight transpose {steps['weights']}")
             print(f"\nper 64-token unit and KV head (keys with their radii, values, softmax, weights;")
             print(f"not the copies and the loop):")
             print(f"{'plan':<18} {'k-tiles':>7} {'keys':>6} {'values':>7} {'steps':>6} {'sum':>6} {'per token':>10}")
             for name, ks, vs in plans:
                 tiles, keys, values = plan_estimate(ks, vs, key_full, key_half, value_tile)
-                keys += sum(group[b] for b, _ in ks)
+                keys += group * len(ks)
                 st = steps["softmax"] + steps["weights"]
                 total = keys + values + st
                 print(f"{name:<18} {tiles:>7} {keys:>6} {values:>7} {st:>6} {total:>6} {total / 64:>10.1f}")

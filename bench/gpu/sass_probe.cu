@@ -6,10 +6,12 @@
 //
 //   probe<1, 0>  baseline: the probes' loads and stores only
 //   probe<B, 1>  one key k-tile: 16 coordinates x 64 tokens of B-bit codes (key_dispatch)
-//   probe<B, 2>  half a key k-tile: 8 coordinates (the upper half is skipped at run time)
+//   probe<B, 2>  half a key k-tile: 8 coordinates (the kernel skips a wholly padded upper
+//                half at run time; here n is a constant, so the test itself is gone too)
 //   probe<B, 3>  one value m-tile: 16 coordinates x 64 tokens (values_dispatch, nmt = 1)
 //   probe<B, 4>  one key group of 16 coordinates with its radii (add_group_scores):
 //                minus probe<B, 1>, what a key group costs per unit besides its k-tiles
+//                (a difference of two probes: the noisiest figure)
 //   probe<1, 5>  a full unit's online softmax (unit_softmax)
 //   probe<1, 6>  a full unit's value radii, accumulator range and weight transpose
 //                (unit_value_weights; its rescale of the accumulator counted, which

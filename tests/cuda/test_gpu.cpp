@@ -387,7 +387,7 @@ TEST_CASE("tensor-core decode: tiny and large value radii (the accumulator's 2^E
 TEST_CASE("decode_attention ignores what a page holds past a sequence's tokens (Inf radii, random codes), both paths",
           "[gpu][decode][mma]") {
   require_device();
-  const std::vector<int> lengths{700, 130, 65};  // tails of 60, 62 and 63 slots at P = 64
+  const std::vector<int> lengths{700, 130, 65};  // tails of 4, 62 and 63 free slots at P = 64
   method fp32 = tq_method(3);
   fp32.fp32_radius = true;
   fp32.name = "tq3-fp32-radii";
