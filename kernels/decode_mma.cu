@@ -115,27 +115,41 @@ __device__ __forceinline__ lut16 load_lut(const mma_group& g) {
 
 // acc[mt] += A(codes of m-tile mt) x B(q of the group) over the group's k-tiles. A
 // k-tile's A registers come in two halves p (k-columns 2tq, 2tq+1 and 2tq+8, 2tq+9):
-// build(ja, jb, p, a) fills a[mt][2p], a[mt][2p+1] with the codes of coordinates ja, jb.
-// Coordinates past n are clamped to n - 1 (a real row: finite centroids times the zero
-// query padding); a wholly padded upper half is skipped (warp-uniform).
+// build.load(ja, jb, w) reads the plane rows of coordinates ja, jb, and build(w, p, a)
+// fills a[mt][2p], a[mt][2p+1] from them. Coordinates past n are clamped to n - 1 (a
+// real row: finite centroids times the zero query padding). The k-tiles with both halves
+// come first, in a loop without a branch inside, so that both halves' loads and work can
+// be interleaved; a last k-tile of at most 8 coordinates builds its lower half only.
 template <class Build>
 __device__ __forceinline__ void key_tiles(const mma_group& kg, const std::uint32_t* qrow, int tq, const Build& build,
                                           float (&acc)[4][4]) {
   const int n = kg.n;
-  for (int k0 = 0; k0 < n; k0 += 16) {
+  int k0 = 0;
+  for (; k0 + 8 < n; k0 += 16) {
     const std::uint32_t b0 = qrow[((kg.qoff + k0) >> 1) + tq];
     const std::uint32_t b1 = qrow[((kg.qoff + k0) >> 1) + tq + 4];
+    typename Build::words w[2];
     std::uint32_t a[4][4];
 #pragma unroll
     for (int p = 0; p < 2; ++p) {
-      if (p == 1 && k0 + 8 >= n) {
-#pragma unroll
-        for (int mt = 0; mt < 4; ++mt) a[mt][2] = a[mt][3] = 0u;
-        continue;
-      }
       const int j = k0 + 8 * p + 2 * tq;
-      build(min(j, n - 1), min(j + 1, n - 1), p, a);
+      build.load(min(j, n - 1), min(j + 1, n - 1), w[p]);
     }
+#pragma unroll
+    for (int p = 0; p < 2; ++p) build(w[p], p, a);
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt) mma16816(acc[mt], a[mt], b0, b1);
+  }
+  if (k0 < n) {  // warp-uniform: the group's last 1..8 coordinates
+    const std::uint32_t b0 = qrow[((kg.qoff + k0) >> 1) + tq];
+    const std::uint32_t b1 = qrow[((kg.qoff + k0) >> 1) + tq + 4];
+    typename Build::words w;
+    std::uint32_t a[4][4];
+    const int j = k0 + 2 * tq;
+    build.load(min(j, n - 1), min(j + 1, n - 1), w);
+    build(w, 0, a);
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt) a[mt][2] = a[mt][3] = 0u;
 #pragma unroll
     for (int mt = 0; mt < 4; ++mt) mma16816(acc[mt], a[mt], b0, b1);
   }
@@ -166,18 +180,24 @@ __device__ __forceinline__ void chunk_words(const unsigned long long (&wa)[B], c
 
 // A halves for codes of B <= 4 bits: the two coordinates' planes -> key_selector per
 // chunk -> byte-permute lookups.
+//! The plane rows of a k-tile half: B rows of each of its two coordinates.
+template <int B>
+struct plane_pair {
+  unsigned long long a[B], b[B];
+};
+
 template <int B>
 struct key_lut_build {
+  using words = plane_pair<B>;
   const unsigned long long* rows;
   lut16 t;
   int g;
-  __device__ __forceinline__ void operator()(int ja, int jb, int p, std::uint32_t (&a)[4][4]) const {
-    unsigned long long wa[B], wb[B];
-    load_planes<B>(rows, ja, jb, wa, wb);
+  __device__ __forceinline__ void load(int ja, int jb, words& w) const { load_planes<B>(rows, ja, jb, w.a, w.b); }
+  __device__ __forceinline__ void operator()(const words& w, int p, std::uint32_t (&a)[4][4]) const {
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       std::uint32_t xa[B], xb[B];
-      chunk_words<B>(wa, wb, c, xa, xb);
+      chunk_words<B>(w.a, w.b, c, xa, xb);
       const std::uint32_t sel = mma::key_selector<B>(xa, xb, g);
       std::uint32_t lo, hi;
       mma::lookup_bytes<B>(sel, t, lo, hi);
@@ -201,16 +221,16 @@ __device__ __forceinline__ void key_group_lut(const unsigned long long* rows, co
 // ~150 SASS instructions per k-tile and 3-6 registers more; bench/gpu/sass_count.py).
 template <int B>
 struct key_wide_build {
+  using words = plane_pair<B>;
   const unsigned long long* rows;
   const std::uint16_t* ht;  // the group's fp16 centroids
   int g;
-  __device__ __forceinline__ void operator()(int ja, int jb, int p, std::uint32_t (&a)[4][4]) const {
-    unsigned long long wa[B], wb[B];
-    load_planes<B>(rows, ja, jb, wa, wb);
+  __device__ __forceinline__ void load(int ja, int jb, words& w) const { load_planes<B>(rows, ja, jb, w.a, w.b); }
+  __device__ __forceinline__ void operator()(const words& w, int p, std::uint32_t (&a)[4][4]) const {
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       std::uint32_t xa[B], xb[B];
-      chunk_words<B>(wa, wb, c, xa, xb);
+      chunk_words<B>(w.a, w.b, c, xa, xb);
       std::uint32_t lo, hi, ca, cb;
       mma::key_selectors_wide<B>(xa, xb, g, lo, hi);
       mma::wide_code_bytes(lo, hi, ca, cb);  // byte i: token g + 8i at ja (ca), at jb (cb)
