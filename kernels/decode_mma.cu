@@ -256,15 +256,20 @@ struct bfrag {
 };
 
 // acc[mt] += A(codes of value coordinates 16mt + (0..15)) x B(weights x radii) for the
-// unit's 4 k-tiles; bw.r[c][kap]: the lane's B registers of chunk c, k-tile kap.
-template <int B>
+// unit's 4 k-tiles; bw.r[c][kap]: the lane's B registers of chunk c, k-tile kap. NMT > 0:
+// exactly NMT m-tiles, with no branch between them, so that ptxas can start an m-tile's
+// loads during the previous one's work (a loads cannot move above a branch: behind the
+// run-time count's exits, each m-tile's 2B loads waited for the previous m-tile);
+// NMT = 0: nmt m-tiles, the count known at run time.
+template <int B, int NMT>
 __device__ __forceinline__ void values_lut(const unsigned long long* rows, const mma_group& vg, int nmt,
                                            const bfrag& bw, int g, int tq, float (&acc)[mma::max_value_mtiles][4]) {
+  static_assert(NMT >= 0 && NMT <= mma::max_value_mtiles, "values_lut: NMT m-tiles");
   const lut16 t = load_lut(vg);
   const int n = vg.n;
 #pragma unroll
-  for (int mt = 0; mt < mma::max_value_mtiles; ++mt) {
-    if (mt >= nmt) break;
+  for (int mt = 0; mt < (NMT > 0 ? NMT : mma::max_value_mtiles); ++mt) {
+    if (NMT == 0 && mt >= nmt) break;
     const int j0 = min(16 * mt + g, n - 1), j1 = min(16 * mt + g + 8, n - 1);  // rows past n are not written out
     unsigned long long w0[B], w1[B];
     load_planes<B>(rows, j0, j1, w0, w1);
@@ -285,6 +290,19 @@ __device__ __forceinline__ void values_lut(const unsigned long long* rows, const
       }
     }
   }
+}
+
+//! values_lut with the m-tile count as a constant where the head dimension makes it one
+//! (128 or 64 value coordinates: 8 or 4 m-tiles), else counted at run time.
+template <int B>
+__device__ __forceinline__ void values_lut_any(const unsigned long long* rows, const mma_group& vg, int nmt,
+                                               const bfrag& bw, int g, int tq, float (&acc)[mma::max_value_mtiles][4]) {
+  if (nmt == 8)
+    values_lut<B, 8>(rows, vg, nmt, bw, g, tq, acc);
+  else if (nmt == 4)
+    values_lut<B, 4>(rows, vg, nmt, bw, g, tq, acc);
+  else
+    values_lut<B, 0>(rows, vg, nmt, bw, g, tq, acc);
 }
 
 //! One value m-tile's accumulators, by value.
@@ -343,10 +361,10 @@ __device__ __forceinline__ void values_wide(const unsigned long long* rows, cons
 __device__ __forceinline__ void values_dispatch(const unsigned long long* rows, const mma_group& vg, int nmt, const bfrag& bw,
                                                 const std::uint16_t* ht, int g, int tq, float (&acc)[mma::max_value_mtiles][4]) {
   switch (vg.bits) {
-    case 1: values_lut<1>(rows, vg, nmt, bw, g, tq, acc); break;
-    case 2: values_lut<2>(rows, vg, nmt, bw, g, tq, acc); break;
-    case 3: values_lut<3>(rows, vg, nmt, bw, g, tq, acc); break;
-    case 4: values_lut<4>(rows, vg, nmt, bw, g, tq, acc); break;
+    case 1: values_lut_any<1>(rows, vg, nmt, bw, g, tq, acc); break;
+    case 2: values_lut_any<2>(rows, vg, nmt, bw, g, tq, acc); break;
+    case 3: values_lut_any<3>(rows, vg, nmt, bw, g, tq, acc); break;
+    case 4: values_lut_any<4>(rows, vg, nmt, bw, g, tq, acc); break;
     case 5: values_wide<5>(rows, vg, nmt, bw, ht, g, tq, acc); break;
     case 6: values_wide<6>(rows, vg, nmt, bw, ht, g, tq, acc); break;
     case 7: values_wide<7>(rows, vg, nmt, bw, ht, g, tq, acc); break;
