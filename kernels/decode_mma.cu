@@ -178,14 +178,14 @@ __device__ __forceinline__ void chunk_words(const unsigned long long (&wa)[B], c
   }
 }
 
-// A halves for codes of B <= 4 bits: the two coordinates' planes -> key_selector per
-// chunk -> byte-permute lookups.
 //! The plane rows of a k-tile half: B rows of each of its two coordinates.
 template <int B>
 struct plane_pair {
   unsigned long long a[B], b[B];
 };
 
+// A halves for codes of B <= 4 bits: the two coordinates' planes -> key_selector per
+// chunk -> byte-permute lookups.
 template <int B>
 struct key_lut_build {
   using words = plane_pair<B>;
@@ -258,8 +258,8 @@ struct bfrag {
 // acc[mt] += A(codes of value coordinates 16mt + (0..15)) x B(weights x radii) for the
 // unit's 4 k-tiles; bw.r[c][kap]: the lane's B registers of chunk c, k-tile kap. NMT > 0:
 // exactly NMT m-tiles, with no branch between them, so that ptxas can start an m-tile's
-// loads during the previous one's work (a loads cannot move above a branch: behind the
-// run-time count's exits, each m-tile's 2B loads waited for the previous m-tile);
+// loads during the previous one's work (ptxas did not start them ahead of a branch: behind
+// the run-time count's exit tests, each m-tile's 2B loads waited for the previous m-tile);
 // NMT = 0: nmt m-tiles, the count known at run time.
 template <int B, int NMT>
 __device__ __forceinline__ void values_lut(const unsigned long long* rows, const mma_group& vg, int nmt,
