@@ -11,7 +11,8 @@
 #      and KV head of docs/gpu.md's performance model);
 #   3. times `bench_decode --quick` with plain launches (BGTQ_NO_PDL=1) beside overlapped
 #      ones, for the launch overlap's share at short T: pdl_on.txt, pdl_off.txt.
-#   4. the tensor-core split kernel's stall reasons at B=16 T=32K (ncu_stalls_*_b16.txt);
+#   4. the tensor-core split kernel's stall reasons and most stalled source lines at
+#      B=16 T=32K (ncu_stalls_*_b16.txt);
 #   5. divides the split kernels' executed instructions by the tokens and KV heads:
 #      instructions.txt, beside the static per-unit counts of sass_count.py: sass_count.txt.
 # Results go to $OUT (if set) or build-gpu/profile. ncu runs with --clock-control none
@@ -55,13 +56,14 @@ if [[ -n "$NCU" ]]; then
   profile "$OUTDIR/ncu_window_b1.txt" 0 --path cuda_cores --window 132
   profile "$OUTDIR/ncu_tensor_cores_tq_b16.txt" $((4 * 72 + 72 * 3 + 3)) --path tensor_cores
   # why the tensor-core split kernel's warps wait (average warps stalled per issue, by
-  # reason) at B=16 T=32K, Block-GTQ then TQ-MSE: with only this kernel counted, a shape
+  # reason; and ncu's SourceCounters: the most sampled stall locations, by source line
+  # since the kernels build with -lineinfo) at B=16 T=32K, Block-GTQ then TQ-MSE: with only this kernel counted, a shape
   # is 23 launches (3 warm-up + 20 timed; the CUDA-core reference call is not counted)
   for m in "blockgtq 69" "tq $((4 * 23 + 69))"; do
     read -r name skip <<< "$m"
     echo "ncu: stall reasons, $name (split launches $skip..$((skip + 2))) -> ncu_stalls_${name}_b16.txt" >&2
     timeout --kill-after=5 150 "$NCU" --clock-control none --kernel-name regex:'decode_split_mma' --launch-skip "$skip" \
-      --launch-count 3 --metrics 'regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \
+      --launch-count 3 --section SourceCounters --metrics 'regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \
       "$BENCH" --quick --runs 20 --path tensor_cores > "$OUTDIR/ncu_stalls_${name}_b16.txt" 2>&1 || echo "ncu exit $? (stalls $name)" >&2
   done
 else
