@@ -113,48 +113,6 @@ __device__ __forceinline__ lut16 load_lut(const mma_group& g) {
 
 // ---------------------------------------------------------------- keys
 
-// acc[mt] += A(codes of m-tile mt) x B(q of the group) over the group's k-tiles. A
-// k-tile's A registers come in two halves p (k-columns 2tq, 2tq+1 and 2tq+8, 2tq+9):
-// build.load(ja, jb, w) reads the plane rows of coordinates ja, jb, and build(w, p, a)
-// fills a[mt][2p], a[mt][2p+1] from them. Coordinates past n are clamped to n - 1 (a
-// real row: finite centroids times the zero query padding). The k-tiles with both halves
-// come first, in a loop without a branch inside, so that both halves' loads and work can
-// be interleaved; a last k-tile of at most 8 coordinates builds its lower half only.
-template <class Build>
-__device__ __forceinline__ void key_tiles(const mma_group& kg, const std::uint32_t* qrow, int tq, const Build& build,
-                                          float (&acc)[4][4]) {
-  const int n = kg.n;
-  int k0 = 0;
-  for (; k0 + 8 < n; k0 += 16) {
-    const std::uint32_t b0 = qrow[((kg.qoff + k0) >> 1) + tq];
-    const std::uint32_t b1 = qrow[((kg.qoff + k0) >> 1) + tq + 4];
-    typename Build::words w[2];
-    std::uint32_t a[4][4];
-#pragma unroll
-    for (int p = 0; p < 2; ++p) {
-      const int j = k0 + 8 * p + 2 * tq;
-      build.load(min(j, n - 1), min(j + 1, n - 1), w[p]);
-    }
-#pragma unroll
-    for (int p = 0; p < 2; ++p) build(w[p], p, a);
-#pragma unroll
-    for (int mt = 0; mt < 4; ++mt) mma16816(acc[mt], a[mt], b0, b1);
-  }
-  if (k0 < n) {  // warp-uniform: the group's last 1..8 coordinates
-    const std::uint32_t b0 = qrow[((kg.qoff + k0) >> 1) + tq];
-    const std::uint32_t b1 = qrow[((kg.qoff + k0) >> 1) + tq + 4];
-    typename Build::words w;
-    std::uint32_t a[4][4];
-    const int j = k0 + 2 * tq;
-    build.load(min(j, n - 1), min(j + 1, n - 1), w);
-    build(w, 0, a);
-#pragma unroll
-    for (int mt = 0; mt < 4; ++mt) a[mt][2] = a[mt][3] = 0u;
-#pragma unroll
-    for (int mt = 0; mt < 4; ++mt) mma16816(acc[mt], a[mt], b0, b1);
-  }
-}
-
 //! The B plane rows of coordinates ja and jb (row j*B + k of a part's stage: 8 bytes =
 //! plane k of coordinate j for the unit's 64 tokens, chunk 0 in the low word).
 template <int B>
@@ -184,16 +142,58 @@ struct plane_pair {
   unsigned long long a[B], b[B];
 };
 
+// acc[mt] += A(codes of m-tile mt) x B(q of the group) over the group's k-tiles. A
+// k-tile's A registers come in two halves p (k-columns 2tq, 2tq+1 and 2tq+8, 2tq+9):
+// key_tiles loads the plane rows of a half's two coordinates (rows: the group's code rows
+// in the stage), and build(w, p, a) fills a[mt][2p], a[mt][2p+1] from them. Coordinates
+// past n are clamped to n - 1 (a real row: finite centroids times the zero query
+// padding). The k-tiles with both halves come first, in a loop without a branch inside,
+// so that both halves' loads and work can be interleaved; a last k-tile of at most 8
+// coordinates builds its lower half only.
+template <class Build>
+__device__ __forceinline__ void key_tiles(const unsigned long long* rows, const mma_group& kg, const std::uint32_t* qrow,
+                                          int tq, const Build& build, float (&acc)[4][4]) {
+  constexpr int B = Build::bits;
+  const int n = kg.n;
+  const auto load_half = [&](int j0, plane_pair<B>& w) {  // coordinates j0 + 2tq, j0 + 2tq + 1
+    const int j = j0 + 2 * tq;
+    load_planes<B>(rows, min(j, n - 1), min(j + 1, n - 1), w.a, w.b);
+  };
+  const auto multiply = [&](int k0, const std::uint32_t (&a)[4][4]) {  // with the group's query words at k0
+    const std::uint32_t b0 = qrow[((kg.qoff + k0) >> 1) + tq];
+    const std::uint32_t b1 = qrow[((kg.qoff + k0) >> 1) + tq + 4];
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt) mma16816(acc[mt], a[mt], b0, b1);
+  };
+  int k0 = 0;
+  for (; k0 + 8 < n; k0 += 16) {
+    plane_pair<B> w[2];
+    std::uint32_t a[4][4];
+#pragma unroll
+    for (int p = 0; p < 2; ++p) load_half(k0 + 8 * p, w[p]);
+#pragma unroll
+    for (int p = 0; p < 2; ++p) build(w[p], p, a);
+    multiply(k0, a);
+  }
+  if (k0 < n) {  // warp-uniform: the group's last 1..8 coordinates
+    plane_pair<B> w;
+    std::uint32_t a[4][4];
+    load_half(k0, w);
+    build(w, 0, a);
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt) a[mt][2] = a[mt][3] = 0u;
+    multiply(k0, a);
+  }
+}
+
 // A halves for codes of B <= 4 bits: the two coordinates' planes -> key_selector per
 // chunk -> byte-permute lookups.
 template <int B>
 struct key_lut_build {
-  using words = plane_pair<B>;
-  const unsigned long long* rows;
+  static constexpr int bits = B;
   lut16 t;
   int g;
-  __device__ __forceinline__ void load(int ja, int jb, words& w) const { load_planes<B>(rows, ja, jb, w.a, w.b); }
-  __device__ __forceinline__ void operator()(const words& w, int p, std::uint32_t (&a)[4][4]) const {
+  __device__ __forceinline__ void operator()(const plane_pair<B>& w, int p, std::uint32_t (&a)[4][4]) const {
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       std::uint32_t xa[B], xb[B];
@@ -211,7 +211,7 @@ struct key_lut_build {
 template <int B>
 __device__ __forceinline__ void key_group_lut(const unsigned long long* rows, const mma_group& kg, const std::uint32_t* qrow,
                                               int g, int tq, float (&acc)[4][4]) {
-  key_tiles(kg, qrow, tq, key_lut_build<B>{rows, load_lut(kg), g}, acc);
+  key_tiles(rows, kg, qrow, tq, key_lut_build<B>{load_lut(kg), g}, acc);
 }
 
 // Codes wider than 4 bits (rare: at most a few blocks of a Block-GTQ plan): per chunk,
@@ -221,12 +221,10 @@ __device__ __forceinline__ void key_group_lut(const unsigned long long* rows, co
 // ~150 SASS instructions per k-tile and 3-6 registers more; bench/gpu/sass_count.py).
 template <int B>
 struct key_wide_build {
-  using words = plane_pair<B>;
-  const unsigned long long* rows;
+  static constexpr int bits = B;
   const std::uint16_t* ht;  // the group's fp16 centroids
   int g;
-  __device__ __forceinline__ void load(int ja, int jb, words& w) const { load_planes<B>(rows, ja, jb, w.a, w.b); }
-  __device__ __forceinline__ void operator()(const words& w, int p, std::uint32_t (&a)[4][4]) const {
+  __device__ __forceinline__ void operator()(const plane_pair<B>& w, int p, std::uint32_t (&a)[4][4]) const {
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       std::uint32_t xa[B], xb[B];
@@ -245,10 +243,18 @@ struct key_wide_build {
 template <int B>
 __device__ __forceinline__ void key_group_wide(const unsigned long long* rows, const mma_group& kg, const std::uint32_t* qrow,
                                                const std::uint16_t* ht, int g, int tq, float (&acc)[4][4]) {
-  key_tiles(kg, qrow, tq, key_wide_build<B>{rows, ht + kg.half, g}, acc);
+  key_tiles(rows, kg, qrow, tq, key_wide_build<B>{ht + kg.half, g}, acc);
 }
 
 // ---------------------------------------------------------------- values
+
+//! The plane rows of value m-tile mt's two coordinate rows of lane g, 16mt + g and
+//! 16mt + g + 8 (rows past n are clamped: their results are not written out).
+template <int B>
+__device__ __forceinline__ void load_value_rows(const unsigned long long* rows, int n, int mt, int g, unsigned long long (&w0)[B],
+                                                unsigned long long (&w1)[B]) {
+  load_planes<B>(rows, min(16 * mt + g, n - 1), min(16 * mt + g + 8, n - 1), w0, w1);
+}
 
 //! The lane's B registers (weights x radii) of a unit: [chunk][k-tile][register].
 struct bfrag {
@@ -270,9 +276,8 @@ __device__ __forceinline__ void values_lut(const unsigned long long* rows, const
 #pragma unroll
   for (int mt = 0; mt < (NMT > 0 ? NMT : mma::max_value_mtiles); ++mt) {
     if (NMT == 0 && mt >= nmt) break;
-    const int j0 = min(16 * mt + g, n - 1), j1 = min(16 * mt + g + 8, n - 1);  // rows past n are not written out
     unsigned long long w0[B], w1[B];
-    load_planes<B>(rows, j0, j1, w0, w1);
+    load_value_rows<B>(rows, n, mt, g, w0, w1);
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       std::uint32_t x0[B], x1[B];
@@ -318,9 +323,8 @@ struct frag4 {
 template <int B>
 __device__ __noinline__ frag4 values_wide_mtile(const unsigned long long* rows, int n, int mt, const bfrag bw,
                                                const std::uint16_t* ht, int g, int tq, frag4 acc) {  // ht: the group's table
-  const int j0 = min(16 * mt + g, n - 1), j1 = min(16 * mt + g + 8, n - 1);
   unsigned long long w0[B], w1[B];
-  load_planes<B>(rows, j0, j1, w0, w1);
+  load_value_rows<B>(rows, n, mt, g, w0, w1);
 #pragma unroll
   for (int c = 0; c < 2; ++c) {
     std::uint32_t x0[B], x1[B];

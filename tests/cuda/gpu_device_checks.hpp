@@ -366,8 +366,8 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
                 const std::uint16_t inf = 0x7C00u;
                 std::memcpy(&part[r], &inf, 2);
               }
-              for (int row = 0; row < g.dim * g.bits; ++row) {  // plane rows of P / 8 bytes, token t in bit t
-                std::uint8_t& byte = part[base + g.region + static_cast<std::size_t>(row) * (P / 8) + static_cast<std::size_t>(t / 8)];
+              for (int row = 0; row < g.dim * g.bits; ++row) {  // plane rows, token t in bit t
+                std::uint8_t& byte = part[base + g.region + static_cast<std::size_t>(row) * cuda::plane_row_bytes(P) + static_cast<std::size_t>(t / 8)];
                 byte = static_cast<std::uint8_t>((byte & ~(1u << (t % 8))) | ((pr.next_u32() & 1u) << (t % 8)));
               }
             }
