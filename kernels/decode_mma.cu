@@ -144,45 +144,54 @@ struct plane_pair {
 
 // acc[mt] += A(codes of m-tile mt) x B(q of the group) over the group's k-tiles. A
 // k-tile's A registers come in two halves p (k-columns 2tq, 2tq+1 and 2tq+8, 2tq+9):
-// key_tiles loads the plane rows of a half's two coordinates (rows: the group's code rows
-// in the stage), and build(w, p, a) fills a[mt][2p], a[mt][2p+1] from them. Coordinates
-// past n are clamped to n - 1 (a real row: finite centroids times the zero query
-// padding). The k-tiles with both halves come first, in a loop without a branch inside,
-// so that both halves' loads and work can be interleaved; a last k-tile of at most 8
-// coordinates builds its lower half only.
+// build(w, p, a) fills a[mt][2p], a[mt][2p+1] from the plane rows w of the half's two
+// coordinates (rows: the group's code rows in the stage). The k-tiles of 16 coordinates
+// come first, in a loop without a branch inside and without clamping: a lane's plane rows
+// and query words sit at constant offsets from two pointers that advance by a k-tile, so
+// the loads take immediate offsets (2026-12-05, SASS of the 3-bit loop: 120 instructions
+// per k-tile with the per-row clamps and index arithmetic, bench/gpu/sass_trace.py). A
+// last k-tile of 1..15 coordinates clamps rows past n to n - 1 (a real row: finite
+// centroids times the zero query padding) and builds its upper half only when it has one.
 template <class Build>
 __device__ __forceinline__ void key_tiles(const unsigned long long* rows, const mma_group& kg, const std::uint32_t* qrow,
                                           int tq, const Build& build, float (&acc)[4][4]) {
   constexpr int B = Build::bits;
   const int n = kg.n;
-  const auto load_half = [&](int j0, plane_pair<B>& w) {  // coordinates j0 + 2tq, j0 + 2tq + 1
-    const int j = j0 + 2 * tq;
-    load_planes<B>(rows, min(j, n - 1), min(j + 1, n - 1), w.a, w.b);
-  };
-  const auto multiply = [&](int k0, const std::uint32_t (&a)[4][4]) {  // with the group's query words at k0
-    const std::uint32_t b0 = qrow[((kg.qoff + k0) >> 1) + tq];
-    const std::uint32_t b1 = qrow[((kg.qoff + k0) >> 1) + tq + 4];
+  const auto multiply = [&](const std::uint32_t* q, const std::uint32_t (&a)[4][4]) {  // q: the k-tile's query words
+    const std::uint32_t b0 = q[0];
+    const std::uint32_t b1 = q[4];
 #pragma unroll
     for (int mt = 0; mt < 4; ++mt) mma16816(acc[mt], a[mt], b0, b1);
   };
+  const unsigned long long* r = rows + 2 * tq * B;    // row of coordinate k0 + 2tq, plane 0
+  const std::uint32_t* q = qrow + (kg.qoff >> 1) + tq;  // query word of coordinates k0 + 2tq, k0 + 2tq + 1
   int k0 = 0;
-  for (; k0 + 8 < n; k0 += 16) {
+  for (; k0 + 16 <= n; k0 += 16, r += 16 * B, q += 8) {
     plane_pair<B> w[2];
     std::uint32_t a[4][4];
 #pragma unroll
-    for (int p = 0; p < 2; ++p) load_half(k0 + 8 * p, w[p]);
+    for (int p = 0; p < 2; ++p) load_planes<B>(r + 8 * p * B, 0, 1, w[p].a, w[p].b);
 #pragma unroll
     for (int p = 0; p < 2; ++p) build(w[p], p, a);
-    multiply(k0, a);
+    multiply(q, a);
   }
-  if (k0 < n) {  // warp-uniform: the group's last 1..8 coordinates
+  if (k0 < n) {  // warp-uniform: the group's last 1..15 coordinates
+    const auto load_half = [&](int j0, plane_pair<B>& w) {  // coordinates j0 + 2tq, j0 + 2tq + 1, clamped
+      const int j = j0 + 2 * tq;
+      load_planes<B>(rows, min(j, n - 1), min(j + 1, n - 1), w.a, w.b);
+    };
     plane_pair<B> w;
     std::uint32_t a[4][4];
     load_half(k0, w);
     build(w, 0, a);
+    if (k0 + 8 < n) {
+      load_half(k0 + 8, w);
+      build(w, 1, a);
+    } else {
 #pragma unroll
-    for (int mt = 0; mt < 4; ++mt) a[mt][2] = a[mt][3] = 0u;
-    multiply(k0, a);
+      for (int mt = 0; mt < 4; ++mt) a[mt][2] = a[mt][3] = 0u;
+    }
+    multiply(q, a);
   }
 }
 
@@ -263,10 +272,12 @@ struct bfrag {
 
 // acc[mt] += A(codes of value coordinates 16mt + (0..15)) x B(weights x radii) for the
 // unit's 4 k-tiles; bw.r[c][kap]: the lane's B registers of chunk c, k-tile kap. NMT > 0:
-// exactly NMT m-tiles, with no branch between them, so that ptxas can start an m-tile's
-// loads during the previous one's work (ptxas did not start them ahead of a branch: behind
-// the run-time count's exit tests, each m-tile's 2B loads waited for the previous m-tile);
-// NMT = 0: nmt m-tiles, the count known at run time.
+// exactly NMT m-tiles of 16 real rows each (n == 16 NMT), with no branch between them, so
+// that ptxas can start an m-tile's loads during the previous one's work (ptxas did not
+// start them ahead of a branch: behind the run-time count's exit tests, each m-tile's 2B
+// loads waited for the previous m-tile), and without clamping (the rows at immediate
+// offsets from the lane's first row); NMT = 0: nmt m-tiles, the count known at run time,
+// rows past n clamped.
 template <int B, int NMT>
 __device__ __forceinline__ void values_lut(const unsigned long long* rows, const mma_group& vg, int nmt,
                                            const bfrag& bw, int g, int tq, float (&acc)[mma::max_value_mtiles][4]) {
@@ -277,7 +288,10 @@ __device__ __forceinline__ void values_lut(const unsigned long long* rows, const
   for (int mt = 0; mt < (NMT > 0 ? NMT : mma::max_value_mtiles); ++mt) {
     if (NMT == 0 && mt >= nmt) break;
     unsigned long long w0[B], w1[B];
-    load_value_rows<B>(rows, n, mt, g, w0, w1);
+    if (NMT > 0)
+      load_planes<B>(rows + g * B, 16 * mt, 16 * mt + 8, w0, w1);
+    else
+      load_value_rows<B>(rows, n, mt, g, w0, w1);
 #pragma unroll
     for (int c = 0; c < 2; ++c) {
       std::uint32_t x0[B], x1[B];
@@ -297,14 +311,14 @@ __device__ __forceinline__ void values_lut(const unsigned long long* rows, const
   }
 }
 
-//! values_lut with the m-tile count as a constant where the head dimension makes it one
-//! (128 or 64 value coordinates: 8 or 4 m-tiles), else counted at run time.
+//! values_lut with the m-tile count as a constant where the value coordinates make it one
+//! (128 or 64: 8 or 4 whole m-tiles), else counted at run time.
 template <int B>
 __device__ __forceinline__ void values_lut_any(const unsigned long long* rows, const mma_group& vg, int nmt,
                                                const bfrag& bw, int g, int tq, float (&acc)[mma::max_value_mtiles][4]) {
-  if (nmt == 8)
+  if (vg.n == 128)
     values_lut<B, 8>(rows, vg, nmt, bw, g, tq, acc);
-  else if (nmt == 4)
+  else if (vg.n == 64)
     values_lut<B, 4>(rows, vg, nmt, bw, g, tq, acc);
   else
     values_lut<B, 0>(rows, vg, nmt, bw, g, tq, acc);
@@ -532,14 +546,16 @@ __device__ __forceinline__ void stage_part(const decode_kparams& p, const std::u
   }
 }
 
-//! Issues the copies of the unit of 64 tokens from token tok0 of the sequence into buf
-//! (the stage image `st` of head hm).
-__device__ __forceinline__ void stage_unit(const decode_kparams& p, const head_meta& hm, const mma_stage& st, const int* ptab,
-                                           int tok0, unsigned char* buf, int lane) {
-  const std::uint8_t* part = p.pool + hm.offset + static_cast<std::size_t>(ptab[tok0 / p.P]) * hm.page_bytes;
-  if (p.P == 64) {  // the page part is the image: 16-byte copies
+//! Issues the copies of the unit of 64 tokens from token tok0 of the sequence, which lies
+//! in pool page `page`, into buf (the stage image `st` of head hm).
+__device__ __forceinline__ void stage_unit(const decode_kparams& p, const head_meta& hm, const mma_stage& st, int page, int tok0,
+                                           unsigned char* buf, int lane) {
+  const std::uint8_t* part = p.pool + hm.offset + static_cast<std::size_t>(page) * hm.page_bytes;
+  if (p.P == 64) {  // the page part is the image: 16-byte copies, both addresses advanced by pointer
     const int n16 = static_cast<int>(hm.page_bytes) >> 4;
-    for (int i = lane; i < n16; i += 32) cp_async16(buf + 16 * i, part + 16 * i);
+    const std::uint8_t* src = part + 16 * lane;
+    unsigned char* dst = buf + 16 * lane;
+    for (int i = lane; i < n16; i += 32, src += 512, dst += 512) cp_async16(dst, src);
     return;
   }
   stage_part(p, part, st.key_rows, hm.key_first, hm.key_count, tok0, buf, lane);
@@ -619,8 +635,14 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc_v[mt][e] = 0.0f;
 
-  if (warp < units) stage_unit(p, hm, st, ptab, tok_begin + warp * mma::unit_tokens, stage0, lane);
+  // the pool page of unit v (a page holds P / 64 units)
+  const auto page_of = [&](int v) { return ptab[(tok_begin + v * mma::unit_tokens) / P]; };
+  if (warp < units) stage_unit(p, hm, st, page_of(warp), tok_begin + warp * mma::unit_tokens, stage0, lane);
   cp_commit();
+  // the page of the unit staged next, read one unit ahead of its copies (below, likewise):
+  // a page-table read right before the copies kept each unit's copies, and the unit's work
+  // behind them, waiting for a global load
+  int next_page = warp + mma::warps < units ? page_of(warp + mma::warps) : 0;
   grid_dependency_wait();  // everything above overlaps rotate_query_kernel; qrot is read below
 
   // scores in log2 units: q * scale * log2(e), scaled per head by 2^-e so that max |q| < 1
@@ -664,7 +686,9 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
   for (int u = warp; u < units; u += mma::warps, ++it) {
     unsigned char* buf = stage0 + (it & 1) * mp.stage_bytes;
     if (u + mma::warps < units)  // the next unit loads while this one is computed
-      stage_unit(p, hm, st, ptab, tok_begin + (u + mma::warps) * mma::unit_tokens, stage0 + ((it + 1) & 1) * mp.stage_bytes, lane);
+      stage_unit(p, hm, st, next_page, tok_begin + (u + mma::warps) * mma::unit_tokens,
+                 stage0 + ((it + 1) & 1) * mp.stage_bytes, lane);
+    if (u + 2 * mma::warps < units) next_page = page_of(u + 2 * mma::warps);
     cp_commit();   // (an empty group when there is none: the count below stays right)
     cp_wait<1>();  // all but the newest group: this unit's copies are done (this lane's)
     __syncwarp();  // ... and every lane's

@@ -370,10 +370,10 @@ TEST_CASE("tensor-core decode: pages of 128 and 192 tokens, forced splits, fp16/
       }
 }
 
-TEST_CASE("tensor-core decode: head dims 80 and 96 (5 and 6 value m-tiles, counted at run time)", "[gpu][decode][mma]") {
+TEST_CASE("tensor-core decode: head dims 80, 96 and 120 (5, 6 and 8 value m-tiles counted at run time, at 120 a padded last m-tile and half k-tile)", "[gpu][decode][mma]") {
   require_device();
   const std::vector<int> lengths{300, 77};
-  for (int D : {80, 96})
+  for (int D : {80, 96, 120})
     for (const method& m : {tq_method(3), mixed_method()}) {
       const shape s = decode_shape(D, 2, 8, 0, 0, lengths);
       const check_report r = gpu_check_decode(s, m, lengths, bc::dtype::f32, 0, 970 + D, tc_tol, 0, bc::decode_path::tensor_cores);
