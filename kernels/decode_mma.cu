@@ -211,7 +211,7 @@ struct key_lut_build {
       std::uint32_t lo, hi;
       mma::lookup_bytes<B>(sel, t, lo, hi);
       mma::key_pairs(lo, hi, a[2 * c][2 * p], a[2 * c][2 * p + 1]);
-      mma::lookup_bytes<B>(sel >> 16, t, lo, hi);
+      mma::lookup_bytes<B>(mma::upper16(sel), t, lo, hi);
       mma::key_pairs(lo, hi, a[2 * c + 1][2 * p], a[2 * c + 1][2 * p + 1]);
     }
   }
@@ -301,9 +301,9 @@ __device__ __forceinline__ void values_lut(const unsigned long long* rows, const
 #pragma unroll
       for (int kap = 0; kap < 2; ++kap) {
         std::uint32_t lo, hi, a[4];
-        mma::lookup_bytes<B>(s0 >> (16 * kap), t, lo, hi);
+        mma::lookup_bytes<B>(kap ? mma::upper16(s0) : s0, t, lo, hi);
         mma::value_pairs(lo, hi, a[0], a[2]);
-        mma::lookup_bytes<B>(s1 >> (16 * kap), t, lo, hi);
+        mma::lookup_bytes<B>(kap ? mma::upper16(s1) : s1, t, lo, hi);
         mma::value_pairs(lo, hi, a[1], a[3]);
         mma16816(acc[mt], a, bw.r[c][kap][0], bw.r[c][kap][1]);
       }

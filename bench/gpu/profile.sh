@@ -12,7 +12,8 @@
 #   3. times `bench_decode --quick` with plain launches (BGTQ_NO_PDL=1) beside overlapped
 #      ones, for the launch overlap's share at short T: pdl_on.txt, pdl_off.txt.
 #   4. the tensor-core split kernel's stall reasons and most stalled source lines at
-#      B=16 T=32K (ncu_stalls_*_b16.txt);
+#      B=16 T=32K (ncu_stalls_*_b16.txt), and its issue rate per execution pipe, % of each
+#      pipe's peak (ncu_pipes_*_b16.txt);
 #   5. divides the split kernels' executed instructions by the tokens and KV heads:
 #      instructions.txt, beside the static per-unit counts of sass_count.py: sass_count.txt.
 # Results go to $OUT (if set) or build-gpu/profile. ncu runs with --clock-control none
@@ -65,6 +66,15 @@ if [[ -n "$NCU" ]]; then
     timeout --kill-after=5 150 "$NCU" --clock-control none --kernel-name regex:'decode_split_mma' --launch-skip "$skip" \
       --launch-count 3 --section SourceCounters --metrics 'regex:^smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio$' \
       "$BENCH" --quick --runs 20 --path tensor_cores > "$OUTDIR/ncu_stalls_${name}_b16.txt" 2>&1 || echo "ncu exit $? (stalls $name)" >&2
+    # which execution pipes the same launches keep busy (instructions issued to each pipe,
+    # % of its peak): the byte permutes, rotates and merges all go to the integer ALU pipe,
+    # half the issue rate of the FP32 pipe on sm_90 (64 lanes per SM and clock), so an ALU
+    # pipe near 100% would cap the IPC near 2 whatever the occupancy (a separate run: a
+    # metric name this ncu lacks cannot cost the stall reasons above)
+    echo "ncu: pipe utilization, $name -> ncu_pipes_${name}_b16.txt" >&2
+    timeout --kill-after=5 150 "$NCU" --clock-control none --kernel-name regex:'decode_split_mma' --launch-skip "$skip" \
+      --launch-count 3 --metrics 'regex:^sm__inst_executed_pipe_[a-z0-9_]+\.avg\.pct_of_peak_sustained_active$' \
+      "$BENCH" --quick --runs 20 --path tensor_cores > "$OUTDIR/ncu_pipes_${name}_b16.txt" 2>&1 || echo "ncu exit $? (pipes $name)" >&2
   done
 else
   echo "profile.sh: ncu not found, no per-kernel profile" >&2
@@ -72,7 +82,7 @@ fi
 "$BENCH" --quick --runs 20 --path tensor_cores > "$OUTDIR/pdl_on.txt" 2>&1 || true
 BGTQ_NO_PDL=1 "$BENCH" --quick --runs 20 --path tensor_cores > "$OUTDIR/pdl_off.txt" 2>&1 || true
 for f in "$OUTDIR"/ncu_*.txt; do
-  [[ -f "$f" && "$f" != */ncu_stalls_* ]] || continue
+  [[ -f "$f" && "$f" != */ncu_stalls_* && "$f" != */ncu_pipes_* ]] || continue
   grep -h "Duration\|Executed Instructions \|^  [a-z_]*kernel\|decode_split\|rotate_query\|merge_kernel" "$f" || true
 done | head -160
 # executed instructions of the split kernels per token and KV head (and per 64-token unit),
@@ -91,7 +101,7 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "ncu_*.txt"))):
     m = re.search(r"_(b1|b16)\.txt$", base)
     if not m or "window" in base:
         continue
-    kernel, seen, stalls = None, {}, {}
+    kernel, seen, stalls, pipes = None, {}, {}, {}
     for line in open(path, errors="replace"):
         k = header.search(line)
         if k:
@@ -102,6 +112,9 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "ncu_*.txt"))):
         st = re.match(r"\s*smsp__average_warps_issue_stalled_(\w+?)_per_issue_active\.ratio\s+\S+\s+([-+\d.eE]+)\s*$", line)
         if st:
             stalls.setdefault(st.group(1), []).append(float(st.group(2)))
+        pp = re.match(r"\s*sm__inst_executed_pipe_(\w+?)\.avg\.pct_of_peak_sustained_active\s+\S+\s+([-+\d.eE]+)\s*$", line)
+        if pp:
+            pipes.setdefault(pp.group(1), []).append(float(pp.group(2)))
     B, T = shapes[m.group(1)]
     th = B * 8 * T
     for kern, v in seen.items():
@@ -111,6 +124,9 @@ for path in sorted(glob.glob(os.path.join(sys.argv[1], "ncu_*.txt"))):
     if stalls:  # mean over the profiled launches, largest first
         ranked = sorted(((sum(v) / len(v), r) for r, v in stalls.items()), reverse=True)
         print(f"{base}: stalled warps per issue, " + ", ".join(f"{r} {x:.2f}" for x, r in ranked[:8]))
+    if pipes:  # % of each pipe's peak issue rate, mean over the launches, busiest first
+        ranked = sorted(((sum(v) / len(v), r) for r, v in pipes.items()), reverse=True)
+        print(f"{base}: instructions issued per pipe, % of peak: " + ", ".join(f"{r} {x:.1f}" for x, r in ranked[:10]))
 PYEOF
 fi
 grep -h "B=" "$OUTDIR/pdl_on.txt" "$OUTDIR/pdl_off.txt" | head -40 || true

@@ -6,6 +6,8 @@ path through the compiled kernel that a decisions file names branch by branch.
     python3 bench/gpu/sass_trace.py loops                  # loop bodies with tensor-core work
     python3 bench/gpu/sass_trace.py trace bench/gpu/sass_paths/tq_k3v3.json
     python3 bench/gpu/sass_trace.py dump > /tmp/k.sass     # the listing, to write decisions
+    python3 bench/gpu/sass_trace.py rebase OLD.json > NEW.json   # a path carried to this build
+    python3 bench/gpu/sass_trace.py anchor NEW.json > P.json     # ... and anchored again
 
 Needs nvcc and a disassembler for sm_90 cubins: `nvdisasm` (NVDISASM=path, else PATH,
 else the CUDA toolkit's bin). CUDA 13.0's toolkit here ships without it; CUDA 11.8's
@@ -32,7 +34,20 @@ too: they issue), and stops at the first branch the file does not decide, printi
 with its context: the way to write a path is to run it, decide that branch from the
 source line shown, and run it again. BRA.DIV (taken only by a diverged warp) is not
 taken. What a count leaves out: the setup before the unit loop, the merge after it, and
-the cost of each instruction (all count 1; docs/gpu.md, "Dynamic counts").
+the cost of each instruction (all count 1; docs/gpu.md, "Dynamic counts"). `trace` also
+sorts the instructions by the execution pipe they issue to (an estimate from the opcode,
+PIPES below): on sm_80/sm_90 the integer ALU pipe accepts a warp instruction every other
+cycle, so a unit whose ALU instructions are more than half its issue is bound by that
+pipe, not by the issue rate.
+
+A kernel change moves every address, so a path is carried to the new build by `rebase`:
+`anchor` records, for each decided address, its source line and its rank among the
+branches of that line ("decode_mma.cu:169#b0"), and the git blob of each source file
+(written to the local object store); `rebase` maps each line through a diff of the file
+between that blob and the checkout, and finds the branch of the same rank there.
+Branches on lines the change touched are dropped, and `trace` stops at them, to be
+decided again; the counts' opcode mix (64 HMMA per K3V3 unit, 13 copies) is the check
+that the rest still fits.
 """
 import argparse
 import collections
@@ -150,20 +165,7 @@ def target(k):
 
 def check_targets(ins, listing):
     """Every label the disassembler printed must be where the decoded offsets lead."""
-    labels, pend = {}, []
-    addrs = iter(k["addr"] for k in ins)
-    lines = listing.splitlines()
-    # label -> address: a label line precedes its instruction's line
-    for l in lines:
-        m = re.match(r"^(\.L_x_\d+):", l.strip())
-        if m:
-            pend.append(m.group(1))
-            continue
-        t = TEXT.search(l)
-        if t and pend:
-            for p in pend:
-                labels[p] = int(t.group(1), 16)
-            pend = []
+    labels = label_addrs(listing)
     bad = 0
     for k in ins:
         if op(k) == "BRA" and k["txt"]:
@@ -172,6 +174,30 @@ def check_targets(ins, listing):
                 bad += 1
     if bad:
         die(f"{bad} branch targets disagree with the disassembler's labels: the offset decoding does not fit this build")
+
+
+# Execution pipe of an opcode on sm_80/sm_90, as the profiler's documentation and NVIDIA's
+# forum answers describe them (an estimate: the split between pipes is not documented per
+# opcode). The integer ALU pipe takes 16 lanes per sub-partition and clock, so a warp
+# instruction occupies it for 2 clocks: at most one ALU instruction every other cycle per
+# scheduler, whatever else issues. IMAD (moves and shifts included) and FP32 go to the FMA
+# pipes, VIADD/VIMNMX (sm_90, printed as op_xxx by older disassemblers) are counted as ALU.
+PIPES = {
+    "alu": {"LOP3", "LOP", "SHF", "PRMT", "ISETP", "FSETP", "IADD3", "LEA", "FMNMX", "IMNMX", "SEL", "FSEL", "PLOP3",
+            "MOV", "F2FP", "BMSK", "SGXT", "FLO", "P2R", "R2P", "op_836", "op_c36", "op_836", "op_846", "op_446",
+            "op_248", "op_848", "op_c48", "CS2R", "S2R"},
+    "fma": {"IMAD", "FFMA", "FMUL", "FADD", "HFMA2", "HADD2", "HMUL2", "IDP", "IMUL"},
+    "lsu": {"LDS", "STS", "LDG", "STG", "LDGSTS", "LDSM", "SHFL", "LDC", "LDGDEPBAR", "DEPBAR", "ATOMS", "RED"},
+    "tensor": {"HMMA", "IMMA", "HGMMA"},
+    "xu": {"MUFU", "I2F", "F2I", "I2FP", "F2IP", "POPC"},
+    "branch": {"BRA", "BRX", "BSSY", "BSYNC", "WARPSYNC", "BREAK", "EXIT", "CALL", "RET", "NOP", "BAR"},
+}
+
+
+def pipe_of(o):
+    if o.startswith("U") or o in ("R2UR", "S2UR"):
+        return "uniform"
+    return next((p for p, ops in PIPES.items() if o in ops), "other")
 
 
 def loops(ins):
@@ -234,10 +260,155 @@ def trace(ins, path):
         i += 1
 
 
+def anchors_of(ins):
+    """addr -> 'file:line#n' for every instruction (n: its rank among the instructions of
+    that source line, in address order), and for conditional branches and indirect jumps
+    a rank among those alone ('file:line#bn' / '#xn'), which survives edits elsewhere."""
+    rank, out = collections.Counter(), {}
+    for k in ins:
+        o = op(k)
+        if o == "BRX" or (o == "BRA" and predicated(k) and "BRA.DIV" not in (k["txt"] or "")):
+            key = (k["line"], "x" if o == "BRX" else "b")
+            out[k["addr"]] = f"{k['line']}#{key[1]}{rank[key]}"
+            rank[key] += 1
+        else:
+            out[k["addr"]] = f"{k['line']}#{rank[(k['line'], 'i')]}"
+            rank[(k["line"], "i")] += 1
+    return out
+
+
+def brx_table(k, labels):
+    """The targets of an indirect jump, in its table's order (the labels it names)."""
+    names = re.findall(r"\.L_x_\d+", (k["txt"] or "").split("BRANCH_TARGETS", 1)[-1])
+    return [labels.get(n) for n in names]
+
+
+def label_addrs(listing):
+    """label -> address: a label's line precedes its instruction's (the older disassembler
+    prints no label before an instruction it cannot decode)."""
+    labels, pend = {}, []
+    for l in listing.splitlines():
+        m = re.match(r"^(\.L_x_\d+):", l.strip())
+        if m:
+            pend.append(m.group(1))
+            continue
+        t = TEXT.search(l)
+        if t and pend:
+            for p in pend:
+                labels[p] = int(t.group(1), 16)
+            pend = []
+    return labels
+
+
+def anchor_path(ins, listing, path):
+    """The path with 'anchors' (each decided address's file:line#rank) and each indirect
+    jump's targets also as case numbers, so that `rebase` can carry it to another build."""
+    an = anchors_of(ins)
+    labels = label_addrs(listing)
+    idx = {k["addr"]: k for k in ins}
+    addrs = [path["start"], *[a for a in path.get("branches", {}) if a.startswith("0x")], *path.get("brx", {})]
+    path["anchors"] = {a: an[int(a, 16)] for a in addrs}
+    cases = {}
+    for a, targets in path.get("brx", {}).items():
+        table = brx_table(idx[int(a, 16)], labels)
+        cases[a] = [table.index(int(t, 16)) if int(t, 16) in table else None for t in targets]
+        if None in cases[a]:
+            die(f"indirect jump {a}: a target is not in its table {[hex(x) if x else None for x in table]}")
+    path["brx_cases"] = cases
+    files = sorted({v.split(":", 1)[0] for v in path["anchors"].values()})
+    path["sources"] = {f: blob_of(f) for f in files}
+    return path
+
+
+def source_path(base):
+    """The checkout's file of a basename the line table names (kernels/, include/bgtq/cuda/)."""
+    for d in ("kernels", os.path.join("include", "bgtq", "cuda"), os.path.join("include", "bgtq", "core"), "include/bgtq"):
+        q = os.path.join(ROOT, d, base)
+        if os.path.isfile(q):
+            return q
+    return None
+
+
+def blob_of(base):
+    """The git blob of a source file as it is now (written to the object store, so that a
+    later `rebase` can read this version back)."""
+    q = source_path(base)
+    if q is None:
+        return None
+    r = subprocess.run(["git", "-C", ROOT, "hash-object", "-w", q], capture_output=True, text=True)
+    return r.stdout.strip() if r.returncode == 0 else None
+
+
+def line_map(base, blob):
+    """old line -> new line of a source file, for the lines an edit left as they were."""
+    import difflib
+    q = source_path(base)
+    if q is None or not blob:
+        return {}
+    r = subprocess.run(["git", "-C", ROOT, "cat-file", "-p", blob], capture_output=True, text=True)
+    if r.returncode != 0:
+        return {}
+    old, new = r.stdout.splitlines(), open(q).read().splitlines()
+    m = {}
+    for tag, i1, i2, j1, j2 in difflib.SequenceMatcher(None, old, new, autojunk=False).get_opcodes():
+        if tag == "equal":
+            for d in range(i2 - i1):
+                m[i1 + d + 1] = j1 + d + 1
+    return m
+
+
+def rebase_path(ins, listing, path, digest):
+    """The path carried to this build through its anchors."""
+    if "anchors" not in path:
+        die("the path has no anchors: run `anchor` on it with the build it was written for")
+    back = {v: a for a, v in anchors_of(ins).items()}
+    labels = label_addrs(listing)
+    idx = {k["addr"]: k for k in ins}
+
+    # anchors an edit moved: their lines carried through a diff of each source file between
+    # the version the path was anchored on and the checkout's; lines the edit changed are lost
+    maps = {f: line_map(f, b) for f, b in path.get("sources", {}).items()}
+
+    def moved(v):
+        f, rest = v.split(":", 1)
+        line, rank = rest.split("#", 1)
+        nl = maps.get(f, {}).get(int(line))
+        return f"{f}:{nl}#{rank}" if nl else None
+
+    new, dropped = {}, []
+    for a, v in path["anchors"].items():
+        w = moved(v) if v.split(":", 1)[0] in maps else v
+        if w in back:
+            if w != v:
+                print(f"rebase: {v} taken as {w}", file=sys.stderr)
+            new[a] = f"{back[w]:#x}"
+        else:
+            dropped.append(a)
+            print(f"rebase: {v} not found: its decisions are dropped (trace stops there)", file=sys.stderr)
+    if path["start"] not in new:
+        die("the start is not in this build")
+    out = dict(path)
+    out["code_sha256"] = digest
+    out["start"] = new[path["start"]]
+    out["branches"] = {new.get(a, a): v for a, v in path.get("branches", {}).items() if a not in dropped}
+    out["brx"] = {}
+    for a, cs in path.get("brx_cases", {}).items():
+        if a in dropped:
+            continue
+        table = brx_table(idx[int(new[a], 16)], labels)
+        if any(c >= len(table) or table[c] is None for c in cs):
+            die(f"indirect jump {new[a]}: its table {table} lacks a case of {cs}")
+        out["brx"][new[a]] = [f"{table[c]:#x}" for c in cs]
+    out["brx_cases"] = {new[a]: cs for a, cs in path.get("brx_cases", {}).items() if a in new}
+    out.pop("anchors")  # written again by `anchor` once the path is complete and checked
+    out.pop("sources", None)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["loops", "trace", "dump"])
-    ap.add_argument("path", nargs="?", help="trace: a path file (JSON)")
+    ap.add_argument("mode", choices=["loops", "trace", "dump", "anchor", "rebase"])
+    ap.add_argument("path", nargs="?", help="trace, anchor, rebase: a path file (JSON)")
     ap.add_argument("--arch", default="90")
     ap.add_argument("--show", help="trace: print the path's instructions between two addresses, A-B")
     a = ap.parse_args()
@@ -252,18 +423,26 @@ def main():
         for k in ins:
             print(f"{k['addr']:#7x}  {k['txt'] or op(k):60s}  [{k['line']}]")
         return
-    print(f"{KERNEL}, sm_{a.arch}: {len(ins)} instructions (code sha256 {digest})")
+    print(f"{KERNEL}, sm_{a.arch}: {len(ins)} instructions (code sha256 {digest})", file=sys.stderr if a.mode in ("anchor", "rebase") else sys.stdout)
     if a.mode == "loops":
         print("loop (first..back edge)   body  HMMA  LDS  PRMT  SHF  LOP3")
         for s, e, n, c in loops(ins):
             print(f"{s:#8x}..{e:#8x}   {n:6d}  {c['HMMA']:4d} {c['LDS']:4d}  {c['PRMT']:4d} {c['SHF']:4d} {c['LOP3']:4d}")
         return
     if not a.path:
-        die("trace needs a path file")
+        die(f"{a.mode} needs a path file")
     path = json.load(open(a.path))
+    if a.mode == "rebase":  # to stdout: the path carried to this build
+        json.dump(rebase_path(ins, listing, path, digest), sys.stdout, indent=1)
+        print()
+        return
     if path.get("code_sha256") != digest:
         die(f"{a.path} was written for another build (code {path.get('code_sha256', '?')[:16]}..., this one "
             f"{digest[:16]}...): its addresses do not apply; write the path again for this build (see the docstring)")
+    if a.mode == "anchor":  # to stdout: the path with its anchors
+        json.dump(anchor_path(ins, listing, path), sys.stdout, indent=1)
+        print()
+        return
     seq, err = trace(ins, path)
     if err:
         print(f"after {len(seq)} instructions: {err}")
@@ -271,6 +450,9 @@ def main():
     c = collections.Counter(op(k) for k in seq)
     print(f"{path.get('name', a.path)}: {len(seq)} warp instructions per unit, {len(seq) / 64:.1f} per token and KV head")
     print("  " + ", ".join(f"{o} {n}" for o, n in c.most_common(16)))
+    pc = collections.Counter(pipe_of(op(k)) for k in seq)
+    print("  by pipe (estimated): " + ", ".join(f"{p} {n}" for p, n in pc.most_common()) +
+          f"; the ALU pipe alone needs {2 * pc['alu']} cycles of its scheduler per unit, the issue {len(seq)}")
     for name, r in path.get("ranges", {}).items():
         lo, hi = (int(x, 16) for x in r.split("-"))
         print(f"  {name}: {sum(1 for k in seq if lo <= k['addr'] <= hi)}")

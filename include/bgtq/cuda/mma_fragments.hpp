@@ -81,6 +81,19 @@ BGTQ_HOST_DEVICE std::uint32_t prmt(std::uint32_t a, std::uint32_t b, std::uint3
 #endif
 }
 
+//! x >> 16 (a selector's upper four nibbles), as the high word of x * 2^16 on the device:
+//! an IMAD.HI, which issues to the FMA pipe. The shift would be one more instruction for
+//! the integer ALU pipe, which the permutes, rotates and merges of the lookups already
+//! keep busy, at half the issue rate of the FMA pipe on sm_80/sm_90 (docs/gpu.md,
+//! "Dynamic counts").
+BGTQ_HOST_DEVICE std::uint32_t upper16(std::uint32_t x) {
+#if defined(__CUDA_ARCH__)
+  return __umulhi(x, 0x10000u);
+#else
+  return x >> 16;
+#endif
+}
+
 //! Two floats as an fp16 pair (round to nearest even): `lo` in bits 0..15.
 BGTQ_HOST_DEVICE std::uint32_t half2_bits(float lo, float hi) {
 #if defined(__CUDA_ARCH__)
