@@ -195,32 +195,37 @@ __device__ __forceinline__ void key_tiles(const unsigned long long* rows, const 
   }
 }
 
-// A halves for codes of B <= 4 bits: the two coordinates' planes -> key_selector per
-// chunk -> byte-permute lookups.
+// A halves for codes of B <= 4 bits: the two coordinates' plane rows -> the selector pair
+// of both chunks (mma::key_selector_pair: the rows shifted by multiplies, so that the
+// selectors' token order is rotated by a byte across the chunks) -> byte-permute lookups,
+// each pair of tokens routed to its m-tile row.
 template <int B>
 struct key_lut_build {
   static constexpr int bits = B;
   lut16 t;
-  int g;
+  mma::key_shifts<B> ks;
   __device__ __forceinline__ void operator()(const plane_pair<B>& w, int p, std::uint32_t (&a)[4][4]) const {
-#pragma unroll
-    for (int c = 0; c < 2; ++c) {
-      std::uint32_t xa[B], xb[B];
-      chunk_words<B>(w.a, w.b, c, xa, xb);
-      const std::uint32_t sel = mma::key_selector<B>(xa, xb, g);
-      std::uint32_t lo, hi;
-      mma::lookup_bytes<B>(sel, t, lo, hi);
-      mma::key_pairs(lo, hi, a[2 * c][2 * p], a[2 * c][2 * p + 1]);
-      mma::lookup_bytes<B>(mma::upper16(sel), t, lo, hi);
-      mma::key_pairs(lo, hi, a[2 * c + 1][2 * p], a[2 * c + 1][2 * p + 1]);
-    }
+    std::uint32_t sa, sb, lo, hi;
+    mma::key_selector_pair<B>(w.a, w.b, ks, sa, sb);
+    // sa bytes 0, 1: tokens g + 56 (m-tile 3, row g + 8) and g (m-tile 0, row g)
+    mma::lookup_bytes<B>(sa, t, lo, hi);
+    mma::key_pairs(lo, hi, a[3][2 * p + 1], a[0][2 * p]);
+    // sa bytes 2, 3: tokens g + 8 (m-tile 0, row g + 8) and g + 16 (m-tile 1, row g)
+    mma::lookup_bytes<B>(mma::upper16(sa), t, lo, hi);
+    mma::key_pairs(lo, hi, a[0][2 * p + 1], a[1][2 * p]);
+    // sb bytes 0, 1: tokens g + 24 (m-tile 1, row g + 8) and g + 32 (m-tile 2, row g)
+    mma::lookup_bytes<B>(sb, t, lo, hi);
+    mma::key_pairs(lo, hi, a[1][2 * p + 1], a[2][2 * p]);
+    // sb bytes 2, 3: tokens g + 40 (m-tile 2, row g + 8) and g + 48 (m-tile 3, row g)
+    mma::lookup_bytes<B>(mma::upper16(sb), t, lo, hi);
+    mma::key_pairs(lo, hi, a[2][2 * p + 1], a[3][2 * p]);
   }
 };
 
 template <int B>
 __device__ __forceinline__ void key_group_lut(const unsigned long long* rows, const mma_group& kg, const std::uint32_t* qrow,
-                                              int g, int tq, float (&acc)[4][4]) {
-  key_tiles(rows, kg, qrow, tq, key_lut_build<B>{load_lut(kg), g}, acc);
+                                              std::uint32_t km, int tq, float (&acc)[4][4]) {
+  key_tiles(rows, kg, qrow, tq, key_lut_build<B>{load_lut(kg), mma::make_key_shifts<B>(km)}, acc);
 }
 
 // Codes wider than 4 bits (rare: at most a few blocks of a Block-GTQ plan): per chunk,
@@ -391,12 +396,12 @@ __device__ __forceinline__ void values_dispatch(const unsigned long long* rows, 
 }
 
 __device__ __forceinline__ void key_dispatch(const unsigned long long* rows, const mma_group& kg, const std::uint32_t* qrow,
-                                             const std::uint16_t* ht, int g, int tq, float (&acc)[4][4]) {
+                                             const std::uint16_t* ht, int g, std::uint32_t km, int tq, float (&acc)[4][4]) {
   switch (kg.bits) {
-    case 1: key_group_lut<1>(rows, kg, qrow, g, tq, acc); break;
-    case 2: key_group_lut<2>(rows, kg, qrow, g, tq, acc); break;
-    case 3: key_group_lut<3>(rows, kg, qrow, g, tq, acc); break;
-    case 4: key_group_lut<4>(rows, kg, qrow, g, tq, acc); break;
+    case 1: key_group_lut<1>(rows, kg, qrow, km, tq, acc); break;
+    case 2: key_group_lut<2>(rows, kg, qrow, km, tq, acc); break;
+    case 3: key_group_lut<3>(rows, kg, qrow, km, tq, acc); break;
+    case 4: key_group_lut<4>(rows, kg, qrow, km, tq, acc); break;
     case 5: key_group_wide<5>(rows, kg, qrow, ht, g, tq, acc); break;
     case 6: key_group_wide<6>(rows, kg, qrow, ht, g, tq, acc); break;
     case 7: key_group_wide<7>(rows, kg, qrow, ht, g, tq, acc); break;
@@ -409,13 +414,13 @@ __device__ __forceinline__ void key_dispatch(const unsigned long long* rows, con
 
 //! sc += r * (codes x q) for one key group over the unit whose stage image is buf.
 __device__ __forceinline__ void add_group_scores(const unsigned char* buf, const mma_group& kg, const std::uint32_t* qrow,
-                                                 const std::uint16_t* ht, int gid, int tq, float (&sc)[4][4]) {
+                                                 const std::uint16_t* ht, int gid, std::uint32_t km, int tq, float (&sc)[4][4]) {
   float acc[4][4];
 #pragma unroll
   for (int mt = 0; mt < 4; ++mt)
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc[mt][e] = 0.0f;
-  key_dispatch(reinterpret_cast<const unsigned long long*>(buf + kg.code), kg, qrow, ht, gid, tq, acc);
+  key_dispatch(reinterpret_cast<const unsigned long long*>(buf + kg.code), kg, qrow, ht, gid, km, tq, acc);
   const std::uint16_t* rad = reinterpret_cast<const std::uint16_t*>(buf + kg.radii);
 #pragma unroll
   for (int mt = 0; mt < 4; ++mt)
@@ -567,6 +572,7 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
   const mma_smem& L = mp.L;
   std::uint16_t* s_qh = reinterpret_cast<std::uint16_t*>(smem + L.qh);  // [8][qstride]
   float* s_qf = reinterpret_cast<float*>(smem + L.qf);                  // [8] factors 2^e, then [8] 2^-e
+  std::uint32_t* s_km = reinterpret_cast<std::uint32_t*>(s_qf + 2 * mma::heads);  // [8] key multipliers, by lane row
   mma_group* s_g = reinterpret_cast<mma_group*>(smem + L.kg);           // key groups, then the value group
   std::uint16_t* s_ht = reinterpret_cast<std::uint16_t*>(smem + L.ht);
 
@@ -663,7 +669,8 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
     }
   }
   for (int i = tid; i < 8 * L.qstride; i += 128) s_qh[i] = 0;
-  __syncthreads();  // s_g, s_qf and the zeroed rows
+  if (tid < 8) s_km[tid] = mma::key_multiplier(tid);
+  __syncthreads();  // s_g, s_qf, s_km and the zeroed rows
   for (int gi = 0; gi <= kcount; ++gi) {
     const mma_group& d = s_g[gi];
     if (d.bits > mma::max_lut_bits)
@@ -680,6 +687,7 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
   __syncthreads();
 
   const float f0 = s_qf[2 * tq], f1 = s_qf[2 * tq + 1];  // score factors of the lane's two heads
+  const std::uint32_t km = s_km[gid];  // read, not computed: the compiler must not see a power of two
   const mma_group vg = s_g[kcount];
   const int nmt = (vg.n + 15) >> 4;
   int it = 0;
@@ -701,7 +709,7 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
     for (int mt = 0; mt < 4; ++mt)
 #pragma unroll
       for (int e = 0; e < 4; ++e) sc[mt][e] = 0.0f;
-    for (int gi = 0; gi < kcount; ++gi) add_group_scores(buf, s_g[gi], qrow, s_ht, gid, tq, sc);
+    for (int gi = 0; gi < kcount; ++gi) add_group_scores(buf, s_g[gi], qrow, s_ht, gid, km, tq, sc);
     float w[4][4], fac[2];
     unit_softmax(sc, nvalid, f0, f1, gid, m2, l, w, fac);
     const bfrag bw = unit_value_weights(reinterpret_cast<const std::uint16_t*>(buf + vbase + vg.radii), nvalid, w, fac, E,

@@ -57,17 +57,19 @@ __global__ void sass_probe(const unsigned* in, float* out, unsigned* sum) {
   const int nvalid = Mode >= 5 ? mma::unit_tokens : static_cast<int>(in[400]);
   const float f0 = __uint_as_float(in[407]), f1 = __uint_as_float(in[408]);
   int E = static_cast<int>(in[409]);
+  const std::uint32_t km = in[410];  // the lane's key multiplier, read as the kernel reads it
+  check ^= km;
   check ^= static_cast<unsigned>(nvalid) ^ __float_as_uint(f0) ^ __float_as_uint(f1) ^ static_cast<unsigned>(E);
   // ---- the piece
   if constexpr (Mode == 1 || Mode == 2) {
     float a4[4][4] = {};  // zeros, as add_group_scores calls it
-    key_dispatch(sm, g, qrow, ht, gid, tq, a4);
+    key_dispatch(sm, g, qrow, ht, gid, km, tq, a4);
     for (int mt = 0; mt < 4; ++mt)
       for (int e = 0; e < 4; ++e) acc[mt][e] = a4[mt][e];
   } else if constexpr (Mode == 3) {
     values_dispatch(sm, g, 1, bw, ht, gid, tq, acc);
   } else if constexpr (Mode == 4) {
-    add_group_scores(reinterpret_cast<const unsigned char*>(sm), g, qrow, ht, gid, tq, sc);
+    add_group_scores(reinterpret_cast<const unsigned char*>(sm), g, qrow, ht, gid, km, tq, sc);
   } else if constexpr (Mode == 5) {
     float w[4][4];
     unit_softmax(sc, nvalid, f0, f1, gid, m2, l, w, fac);

@@ -55,6 +55,39 @@ void check_selectors(bgtq::counter_rng& r) {
   }
 }
 
+// the key selectors of both chunks from the 64-bit plane rows (key_selector_pair): byte 0
+// of sa holds chunk 1's token g + 24, bytes 1..3 chunk 0's tokens g, g + 8, g + 16; sb the
+// same with the chunks swapped; low nibble coordinate j, high nibble j + 1
+template <int B>
+void check_selector_pair(bgtq::counter_rng& r) {
+  for (int trial = 0; trial < 200; ++trial) {
+    unsigned long long ra[B], rb[B];
+    std::vector<std::uint32_t> ja[2], jb[2];  // [chunk] plane words, for code_of
+    for (int k = 0; k < B; ++k) {
+      ra[k] = r.next_u64();
+      rb[k] = r.next_u64();
+      for (int c = 0; c < 2; ++c) {
+        ja[c].push_back(static_cast<std::uint32_t>(ra[k] >> (32 * c)));
+        jb[c].push_back(static_cast<std::uint32_t>(rb[k] >> (32 * c)));
+      }
+    }
+    for (int g = 0; g < 8; ++g) {
+      std::uint32_t sa = 0, sb = 0;
+      mma::key_selector_pair<B>(ra, rb, mma::make_key_shifts<B>(mma::key_multiplier(g)), sa, sb);
+      for (int byte = 0; byte < 4; ++byte) {
+        // (chunk, token within the chunk) held by this byte of sa; sb has the chunks swapped
+        const int ca = byte == 0 ? 1 : 0, ta = byte == 0 ? g + 24 : g + 8 * (byte - 1);
+        REQUIRE(((sa >> (8 * byte)) & 15u) == code_of(ja[ca], ta));
+        REQUIRE(((sa >> (8 * byte + 4)) & 15u) == code_of(jb[ca], ta));
+        REQUIRE(((sb >> (8 * byte)) & 15u) == code_of(ja[1 - ca], ta));
+        REQUIRE(((sb >> (8 * byte + 4)) & 15u) == code_of(jb[1 - ca], ta));
+      }
+    }
+  }
+  REQUIRE(mma::upper16(0x89ABCDEFu) == 0x89ABu);
+  REQUIRE(mma::mulhi32(0xFFFFFFFFu, 0xFFFFFFFFu) == 0xFFFFFFFEu);
+}
+
 // codes of 5..8 bits: the selector pair and wide_code_bytes give every token's whole code
 template <int B>
 void check_wide_selectors(bgtq::counter_rng& r) {
@@ -142,6 +175,14 @@ TEST_CASE("key and value selectors put every token's code in its nibble (widths 
   check_selectors<2>(r);
   check_selectors<3>(r);
   check_selectors<4>(r);
+}
+
+TEST_CASE("key selector pairs from 64-bit plane rows put every token's code in its nibble (widths 1..4)", "[gpu][mma]") {
+  bgtq::counter_rng r(13);
+  check_selector_pair<1>(r);
+  check_selector_pair<2>(r);
+  check_selector_pair<3>(r);
+  check_selector_pair<4>(r);
 }
 
 TEST_CASE("wide selector pairs give every token's whole code (widths 5..8)", "[gpu][mma]") {

@@ -466,7 +466,8 @@ BGTQ_HOST_DEVICE constexpr int align16(int x) { return (x + 15) & ~15; }
 
 //! Shared-memory layout of the tensor-core split kernel, in bytes (16-byte aligned):
 //! `// qh [8 heads][qstride] fp16   scaled rotated queries, each key group 16-aligned, zero padded
-//! // qf [2][8] float              per-head score factor 2^e, then 2^-e (the queries are scaled by 2^-e)
+//! // qf [2][8] float              per-head score factor 2^e, then 2^-e (the queries are scaled by 2^-e),
+//! //    then [8] uint32            the lanes' key multipliers 2^(8 - g) (mma::key_multiplier)
 //! // kg [key groups + 1] mma_group   key groups, then the value group
 //! // ht [half_table] fp16         centroids of groups wider than 4 bits
 //! // warp w at warp0 + w * warp_bytes: [wbuf: 8 x 36 words][two stage buffers of stage_bytes]
@@ -485,7 +486,7 @@ BGTQ_HOST_DEVICE constexpr mma_smem mma_smem_layout(int key_padded, int key_grou
   s.qh = o;
   o = align16(o + mma::heads * s.qstride * 2);
   s.qf = o;
-  o = align16(o + 2 * mma::heads * 4);
+  o = align16(o + 3 * mma::heads * 4);  // factors 2^e, 2^-e, key multipliers
   s.kg = o;
   o = align16(o + (key_groups + 1) * static_cast<int>(sizeof(mma_group)));
   s.ht = o;
