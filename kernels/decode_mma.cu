@@ -9,9 +9,10 @@
 //           image), double-buffered: the next unit loads while this one is computed;
 //   keys    per key group, scores += r * (codes x q): mma m16n8k16 with the tokens as M
 //           (4 m-tiles), the group's coordinates as K (16 per k-tile), the 8 heads as N;
-//           A fragments come straight from the bit planes (key_selector: rotates and
-//           masked merges put 4 tokens x 2 coordinates of codes into nibbles; byte
-//           permutes look the fp16 centroids up), B is the fp16 query in shared memory;
+//           A fragments come straight from the bit planes (key_selector_pair: each
+//           64-bit plane row shifted by multiplies, masked merges put 4 tokens x 2
+//           coordinates of codes into the nibbles of each chunk's selector; byte permutes
+//           look the fp16 centroids up), B is the fp16 query in shared memory;
 //   softmax in log2 units, per head, exact running max (weights <= 1);
 //   values  acc += codes^T x (w * r): mma with the value coordinates as M (up to 8
 //           m-tiles), the unit's tokens as K (4 k-tiles), heads as N; A from the planes

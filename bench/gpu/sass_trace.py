@@ -315,7 +315,8 @@ def anchor_path(ins, listing, path):
         if None in cases[a]:
             die(f"indirect jump {a}: a target is not in its table {[hex(x) if x else None for x in table]}")
     path["brx_cases"] = cases
-    files = sorted({v.split(":", 1)[0] for v in path["anchors"].values()})
+    line_keys = [a for a in path.get("branches", {}) if not a.startswith("0x")]  # "file:line" keys
+    files = sorted({v.split(":", 1)[0] for v in [*path["anchors"].values(), *line_keys]})
     path["sources"] = {f: blob_of(f) for f in files}
     return path
 
@@ -387,10 +388,25 @@ def rebase_path(ins, listing, path, digest):
             print(f"rebase: {v} not found: its decisions are dropped (trace stops there)", file=sys.stderr)
     if path["start"] not in new:
         die("the start is not in this build")
+    for a in path.get("branches", {}):
+        if a.startswith("0x") and a not in path["anchors"]:
+            die(f"branch {a} has no anchor (decided after `anchor` ran): anchor the path again on its own build")
     out = dict(path)
+    out.pop("ranges", None)  # addresses of the old build
     out["code_sha256"] = digest
     out["start"] = new[path["start"]]
-    out["branches"] = {new.get(a, a): v for a, v in path.get("branches", {}).items() if a not in dropped}
+    out["branches"] = {}
+    for a, v in path.get("branches", {}).items():
+        if a.startswith("0x"):
+            if a not in dropped:
+                out["branches"][new[a]] = v
+            continue
+        f, line = a.split(":", 1)  # a "file:line" key: its line carried like an anchor's
+        nl = maps.get(f, {}).get(int(line)) if f in maps else int(line)
+        if nl is None:
+            print(f"rebase: {a} not found: its decisions are dropped (trace stops there)", file=sys.stderr)
+        else:
+            out["branches"][f"{f}:{nl}"] = v
     out["brx"] = {}
     for a, cs in path.get("brx_cases", {}).items():
         if a in dropped:
@@ -451,8 +467,10 @@ def main():
     print(f"{path.get('name', a.path)}: {len(seq)} warp instructions per unit, {len(seq) / 64:.1f} per token and KV head")
     print("  " + ", ".join(f"{o} {n}" for o, n in c.most_common(16)))
     pc = collections.Counter(pipe_of(op(k)) for k in seq)
+    imad = sum(1 for k in seq if op(k) in ("IMAD", "IMUL", "IDP"))  # the FMA pipe's half-rate part (fmaheavy only)
     print("  by pipe (estimated): " + ", ".join(f"{p} {n}" for p, n in pc.most_common()) +
-          f"; the ALU pipe alone needs {2 * pc['alu']} cycles of its scheduler per unit, the issue {len(seq)}")
+          f"; cycles of a scheduler per unit: issue {len(seq)}, ALU pipe {2 * pc['alu']}, IMAD {2 * imad}; "
+          f"bound {max(len(seq), 2 * pc['alu'], 2 * imad)}")
     for name, r in path.get("ranges", {}).items():
         lo, hi = (int(x, 16) for x in r.split("-"))
         print(f"  {name}: {sum(1 for k in seq if lo <= k['addr'] <= hi)}")

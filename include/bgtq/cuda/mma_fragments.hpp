@@ -18,7 +18,10 @@
 //! needs the codes of 4 tokens of a 32-token chunk (positions gid + 8i, i = 0..3: rows
 //! gid and gid+8 of the chunk's two 16-row m-tiles) at pairs of adjacent coordinates.
 //! `key_selector` rotates each bit-plane word so those bits land in nibbles: nibble 2i
-//! holds the code of token gid + 8i at coordinate j, nibble 2i+1 at coordinate j+1.
+//! holds the code of token gid + 8i at coordinate j, nibble 2i+1 at coordinate j+1 (the
+//! wide path); `key_selector_pair`, which the kernel's 1..4-bit keys use, does the same
+//! for both chunks at once with multiplies instead of rotates, in a byte order rotated
+//! across the chunks (its comment).
 //!
 //! Values (acc = codes^T x weights): M = coordinates, K = tokens, N = heads. A lane needs
 //! one coordinate's codes of the 8 tokens tq + 4i of a chunk: `value_selector` puts the
