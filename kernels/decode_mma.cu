@@ -484,16 +484,22 @@ __device__ __forceinline__ bfrag unit_value_weights(const std::uint16_t* vrad, i
                                                     float (&acc_v)[mma::max_value_mtiles][4], std::uint32_t* wbuf, int gid,
                                                     int tq) {
   float rv[4][2];
+#pragma unroll
+  for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) rv[mt][rr] = half_bits_to_float(vrad[mma::key_token(mt, gid + 8 * rr)]);
+  if (nvalid < mma::unit_tokens) {  // only a split's last unit is partial (warp-uniform): its tail gets radius 0
+#pragma unroll
+    for (int mt = 0; mt < 4; ++mt)
+#pragma unroll
+      for (int rr = 0; rr < 2; ++rr)
+        if (mma::key_token(mt, gid + 8 * rr) >= nvalid) rv[mt][rr] = 0.0f;
+  }
   float rmax = 0.0f;
 #pragma unroll
   for (int mt = 0; mt < 4; ++mt)
 #pragma unroll
-    for (int rr = 0; rr < 2; ++rr) {
-      const int t = mma::key_token(mt, gid + 8 * rr);
-      rv[mt][rr] = half_bits_to_float(vrad[t]);
-      if (nvalid < mma::unit_tokens && t >= nvalid) rv[mt][rr] = 0.0f;  // (warp-uniform test first)
-      rmax = fmaxf(rmax, rv[mt][rr]);
-    }
+    for (int rr = 0; rr < 2; ++rr) rmax = fmaxf(rmax, rv[mt][rr]);
   const int Eu = exponent_above(warp_max_quad(rmax));
   float rescale[2] = {fac[0], fac[1]};
   if (Eu > E) {  // warp-uniform
