@@ -8,6 +8,7 @@ path through the compiled kernel that a decisions file names branch by branch.
     python3 bench/gpu/sass_trace.py dump > /tmp/k.sass     # the listing, to write decisions
     python3 bench/gpu/sass_trace.py rebase OLD.json > NEW.json   # a path carried to this build
     python3 bench/gpu/sass_trace.py anchor NEW.json > P.json     # ... and anchored again
+    python3 bench/gpu/sass_trace.py selftest                     # the parser on a recorded listing
 
 Needs nvcc and a disassembler for sm_90 cubins: `nvdisasm` (NVDISASM=path, else PATH,
 else the CUDA toolkit's bin). CUDA 13.0's toolkit here ships without it; CUDA 11.8's
@@ -421,13 +422,48 @@ def rebase_path(ins, listing, path, digest):
     return out
 
 
+def selftest(fixture):
+    """Checks the listing parser, the branch decoding, the trace and the anchors on a
+    recorded listing (tests/cuda/sass/mini.sass: tests/cuda/sass/mini.cu for sm_90 by CUDA
+    13.0, disassembled by 11.8's nvdisasm from the patched header) - no nvcc, no
+    disassembler needed; ctest runs it."""
+    listing = open(fixture).read()
+    ins = parse(listing, "mini")
+    check_targets(ins, listing)
+    fails = []
+
+    def expect(cond, what):
+        if not cond:
+            fails.append(what)
+
+    expect(len(ins) == 208, f"208 instructions, not {len(ins)}")
+    expect(sum(k["txt"] is None for k in ins) == 11, "11 instructions without text (VIADD)")
+    expect(all(b["addr"] == a["addr"] + 16 for a, b in zip(ins, ins[1:])), "contiguous addresses")
+    back = [(target(k), k["addr"]) for k in ins if op(k) == "BRA" and target(k) <= k["addr"]]
+    expect(back == [(0x210, 0x560), (0x7E0, 0x900), (0x970, 0x9F0), (0xC70, 0xC70)], f"back edges {back}")
+    seq, err = trace(ins, {"start": "0x210", "branches": {"0x560": [True]}})
+    expect(err is None and len(seq) == 54, f"one turn of the unrolled loop: 54 instructions, not {len(seq)} ({err})")
+    seq, err = trace(ins, {"start": "0x210", "branches": {"0x560": [False]}})
+    expect(err is not None and "undecided branch" in err, "a path leaving the loop stops at the next undecided branch")
+    an = anchors_of(ins)
+    expect(len(set(an.values())) == len(an), "anchors are unique")
+    expect([pipe_of(o) for o in ("PRMT", "IMAD", "HMMA", "ULDC", "LDS")] == ["alu", "fma", "tensor", "uniform", "lsu"],
+           "pipe classes")
+    for f in fails:
+        print(f"sass_trace selftest: FAIL {f}")
+    print(f"sass_trace selftest: {'ok' if not fails else 'FAILED'} ({len(ins)} instructions read)")
+    sys.exit(1 if fails else 0)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["loops", "trace", "dump", "anchor", "rebase"])
+    ap.add_argument("mode", choices=["loops", "trace", "dump", "anchor", "rebase", "selftest"])
     ap.add_argument("path", nargs="?", help="trace, anchor, rebase: a path file (JSON)")
     ap.add_argument("--arch", default="90")
     ap.add_argument("--show", help="trace: print the path's instructions between two addresses, A-B")
     a = ap.parse_args()
+    if a.mode == "selftest":
+        selftest(a.path or os.path.join(ROOT, "tests", "cuda", "sass", "mini.sass"))
     with tempfile.TemporaryDirectory() as tmp:
         cubin = build(a.arch, tmp)
         listing = disassemble(cubin, tmp)
