@@ -204,10 +204,10 @@ template <int B>
 struct key_lut_build {
   static constexpr int bits = B;
   lut16 t;
-  mma::key_shifts<B> ks;
+  std::uint32_t km;  // the lane's key multiplier base (mma::key_multiplier), read from shared memory
   __device__ __forceinline__ void operator()(const plane_pair<B>& w, int p, std::uint32_t (&a)[4][4]) const {
     std::uint32_t sa, sb, lo, hi;
-    mma::key_selector_pair<B>(w.a, w.b, ks, sa, sb);
+    mma::key_selector_pair<B>(w.a, w.b, km, sa, sb);
     // sa bytes 0, 1: tokens g + 56 (m-tile 3, row g + 8) and g (m-tile 0, row g)
     mma::lookup_bytes<B>(sa, t, lo, hi);
     mma::key_pairs(lo, hi, a[3][2 * p + 1], a[0][2 * p]);
@@ -226,7 +226,7 @@ struct key_lut_build {
 template <int B>
 __device__ __forceinline__ void key_group_lut(const unsigned long long* rows, const mma_group& kg, const std::uint32_t* qrow,
                                               std::uint32_t km, int tq, float (&acc)[4][4]) {
-  key_tiles(rows, kg, qrow, tq, key_lut_build<B>{load_lut(kg), mma::make_key_shifts<B>(km)}, acc);
+  key_tiles(rows, kg, qrow, tq, key_lut_build<B>{load_lut(kg), km}, acc);
 }
 
 // Codes wider than 4 bits (rare: at most a few blocks of a Block-GTQ plan): per chunk,

@@ -156,7 +156,7 @@ def predicated(k):
 
 
 def target(k):
-    """A BRA's target address, decoded from its first word."""
+    """A BRA's target address, decoded from its two words."""
     w = k["lo"] | (k["hi"] << 64)
     f = ((w >> 16) & 0xFF) | (((w >> 34) & ((1 << 48) - 1)) << 8)
     if f >> 55:  # a 56-bit signed offset
@@ -185,7 +185,7 @@ def check_targets(ins, listing):
 # pipes, VIADD/VIMNMX (sm_90, printed as op_xxx by older disassemblers) are counted as ALU.
 PIPES = {
     "alu": {"LOP3", "LOP", "SHF", "PRMT", "ISETP", "FSETP", "IADD3", "LEA", "FMNMX", "IMNMX", "SEL", "FSEL", "PLOP3",
-            "MOV", "F2FP", "BMSK", "SGXT", "FLO", "P2R", "R2P", "op_836", "op_c36", "op_836", "op_846", "op_446",
+            "MOV", "F2FP", "BMSK", "SGXT", "FLO", "P2R", "R2P", "op_836", "op_c36", "op_846", "op_446",
             "op_248", "op_848", "op_c48", "CS2R", "S2R"},
     "fma": {"IMAD", "FFMA", "FMUL", "FADD", "HFMA2", "HADD2", "HMUL2", "IDP", "IMUL"},
     "lsu": {"LDS", "STS", "LDG", "STG", "LDGSTS", "LDSM", "SHFL", "LDC", "LDGDEPBAR", "DEPBAR", "ATOMS", "RED"},
@@ -201,16 +201,20 @@ def pipe_of(o):
     return next((p for p, ops in PIPES.items() if o in ops), "other")
 
 
+def back_edges(ins):
+    """(first, last) addresses of every loop: a branch to an earlier (or its own) address."""
+    return [(target(k), k["addr"]) for k in ins if op(k) == "BRA" and target(k) <= k["addr"]]
+
+
 def loops(ins):
-    """Back edges (a branch to an earlier address) whose body holds tensor-core work."""
+    """The loops whose body holds tensor-core work: (first, last, size, opcode counts)."""
     idx = {k["addr"]: i for i, k in enumerate(ins)}
     out = []
-    for i, k in enumerate(ins):
-        if op(k) == "BRA" and target(k) <= k["addr"]:
-            body = ins[idx[target(k)]:i + 1]
-            c = collections.Counter(op(x) for x in body)
-            if c["HMMA"]:
-                out.append((target(k), k["addr"], len(body), c))
+    for first, last in back_edges(ins):
+        body = ins[idx[first]:idx[last] + 1]
+        c = collections.Counter(op(x) for x in body)
+        if c["HMMA"]:
+            out.append((first, last, len(body), c))
     return out
 
 
@@ -439,7 +443,7 @@ def selftest(fixture):
     expect(len(ins) == 208, f"208 instructions, not {len(ins)}")
     expect(sum(k["txt"] is None for k in ins) == 11, "11 instructions without text (VIADD)")
     expect(all(b["addr"] == a["addr"] + 16 for a, b in zip(ins, ins[1:])), "contiguous addresses")
-    back = [(target(k), k["addr"]) for k in ins if op(k) == "BRA" and target(k) <= k["addr"]]
+    back = back_edges(ins)
     expect(back == [(0x210, 0x560), (0x7E0, 0x900), (0x970, 0x9F0), (0xC70, 0xC70)], f"back edges {back}")
     seq, err = trace(ins, {"start": "0x210", "branches": {"0x560": [True]}})
     expect(err is None and len(seq) == 54, f"one turn of the unrolled loop: 54 instructions, not {len(seq)} ({err})")

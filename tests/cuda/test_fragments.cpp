@@ -73,7 +73,7 @@ void check_selector_pair(bgtq::counter_rng& r) {
     }
     for (int g = 0; g < 8; ++g) {
       std::uint32_t sa = 0, sb = 0;
-      mma::key_selector_pair<B>(ra, rb, mma::make_key_shifts<B>(mma::key_multiplier(g)), sa, sb);
+      mma::key_selector_pair<B>(ra, rb, mma::key_multiplier(g), sa, sb);
       for (int byte = 0; byte < 4; ++byte) {
         // (chunk, token within the chunk) held by this byte of sa; sb has the chunks swapped
         const int ca = byte == 0 ? 1 : 0, ta = byte == 0 ? g + 24 : g + 8 * (byte - 1);

@@ -84,18 +84,21 @@ BGTQ_HOST_DEVICE std::uint32_t prmt(std::uint32_t a, std::uint32_t b, std::uint3
 #endif
 }
 
-//! x >> 16 (a selector's upper four nibbles), as the high word of x * 2^16 on the device:
-//! an IMAD.HI, which issues to the FMA pipe. The shift would be one more instruction for
-//! the integer ALU pipe, which the permutes, rotates and merges of the lookups already
-//! keep busy, at half the issue rate of the FMA pipe on sm_80/sm_90 (docs/gpu.md,
-//! "Dynamic counts").
-BGTQ_HOST_DEVICE std::uint32_t upper16(std::uint32_t x) {
+//! High word of a * b (IMAD.HI on the device, an FMA-pipe instruction).
+BGTQ_HOST_DEVICE std::uint32_t mulhi32(std::uint32_t a, std::uint32_t b) {
 #if defined(__CUDA_ARCH__)
-  return __umulhi(x, 0x10000u);
+  return __umulhi(a, b);
 #else
-  return x >> 16;
+  return static_cast<std::uint32_t>((static_cast<std::uint64_t>(a) * b) >> 32);
 #endif
 }
+
+//! x >> 16 (a selector's upper four nibbles), as the high word of x * 2^16: an IMAD.HI on
+//! the device, which issues to the FMA pipe. The shift would be one more instruction for
+//! the integer ALU pipe, which the permutes, rotates and merges of the lookups already
+//! keep busy, at half the issue rate of the FMA pipe on sm_80/sm_90 (docs/gpu.md,
+//! "Which pipe binds").
+BGTQ_HOST_DEVICE std::uint32_t upper16(std::uint32_t x) { return mulhi32(x, 0x10000u); }
 
 //! Two floats as an fp16 pair (round to nearest even): `lo` in bits 0..15.
 BGTQ_HOST_DEVICE std::uint32_t half2_bits(float lo, float hi) {
@@ -145,38 +148,14 @@ BGTQ_HOST_DEVICE std::uint32_t key_selector(const std::uint32_t* wj, const std::
   return sel;
 }
 
-//! High word of a * b (IMAD.HI on the device, an FMA-pipe instruction).
-BGTQ_HOST_DEVICE std::uint32_t mulhi32(std::uint32_t a, std::uint32_t b) {
-#if defined(__CUDA_ARCH__)
-  return __umulhi(a, b);
-#else
-  return static_cast<std::uint32_t>((static_cast<std::uint64_t>(a) * b) >> 32);
-#endif
-}
-
 //! Lane g's key multiplier base, 2^(8 - g) (g = 0..7). The kernel reads it from shared
 //! memory: known to be a power of two, the compiler would turn the multiplies of
 //! key_selector_pair back into shifts on the ALU pipe.
 BGTQ_HOST_DEVICE constexpr std::uint32_t key_multiplier(int g) { return 1u << (8 - g); }
 
-//! The multipliers of key_selector_pair from lane g's base m0 = key_multiplier(g):
-//! m[k] = 2^(8 - g + k) (coordinate j, plane k), m[B + k] = 2^(12 - g + k) (coordinate j + 1).
-template <int B>
-struct key_shifts {
-  std::uint32_t m[2 * B];
-};
-template <int B>
-BGTQ_HOST_DEVICE key_shifts<B> make_key_shifts(std::uint32_t m0) {
-  key_shifts<B> s{};
-  for (int k = 0; k < B; ++k) {
-    s.m[k] = m0 << k;
-    s.m[B + k] = m0 << (k + 4);
-  }
-  return s;
-}
-
 //! The key selectors of both 32-token chunks at once (B <= 4 bits), from the 64-bit plane
-//! rows ra[0..B) (coordinate j) and rb[0..B) (coordinate j + 1), chunk 0 in the low words.
+//! rows ra[0..B) (coordinate j) and rb[0..B) (coordinate j + 1), chunk 0 in the low words;
+//! m0 = key_multiplier(g), lane g's multiplier base.
 //! `sa` holds chunk 1's token g + 24 in byte 0 and chunk 0's tokens g, g + 8, g + 16 in
 //! bytes 1..3; `sb` chunk 0's token g + 24 in byte 0 and chunk 1's tokens g, g + 8, g + 16
 //! in bytes 1..3; in each byte the low nibble is the code at j, the high one at j + 1.
@@ -187,7 +166,7 @@ BGTQ_HOST_DEVICE key_shifts<B> make_key_shifts(std::uint32_t m0) {
 //! IMAD) where key_selector took two rotates on the integer ALU pipe, which issues at half
 //! the FMA pipe's rate (docs/gpu.md, "Which pipe binds"); the merges are as before.
 template <int B>
-BGTQ_HOST_DEVICE void key_selector_pair(const unsigned long long* ra, const unsigned long long* rb, const key_shifts<B>& ks,
+BGTQ_HOST_DEVICE void key_selector_pair(const unsigned long long* ra, const unsigned long long* rb, std::uint32_t m0,
                                         std::uint32_t& sa, std::uint32_t& sb) {
   static_assert(B >= 1 && B <= max_lut_bits, "key_selector_pair: 1..4 bits");
   sa = 0u;
@@ -201,7 +180,7 @@ BGTQ_HOST_DEVICE void key_selector_pair(const unsigned long long* ra, const unsi
 #pragma unroll
 #endif
     for (int k = 0; k < B; ++k) {
-      const std::uint32_t m = ks.m[h * B + k];
+      const std::uint32_t m = m0 << (k + 4 * h);  // 2^t, t = 8 - g + k (+ 4 for coordinate j + 1)
       const std::uint32_t w0 = static_cast<std::uint32_t>(rows[k]), w1 = static_cast<std::uint32_t>(rows[k] >> 32);
       // (w1:w0) << t as a pair, each chunk's shifted-out top bits added into the other's
       // low bits (they are below t, where the other word's shift left zeros)
