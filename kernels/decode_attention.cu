@@ -668,7 +668,7 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
   BGTQ_LAUNCH(rotate_query_kernel, head_grid, block, static_cast<std::size_t>(2 * d.head_dim + 1) * 4u, st, kp);
   BGTQ_CUDA_LAUNCHED("rotate_query_kernel");
 
-  const errc e = mma ? launch_split_mma(kp, run, p_->mma[l], dev, st)
+  const errc e = mma ? launch_split_mma(kp, run, *p_, st)
                      : for_gm(gm, [&](auto c) { return launch_split<decltype(c)::value>(kp, sp, smem, dev, st); });  // run == sp
   if (e != errc::ok) return e;
   BGTQ_CUDA_TRY(BGTQ_LAUNCH_OVERLAP(dev, merge_kernel, head_grid, block, msmem, st, kp));

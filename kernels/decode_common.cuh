@@ -51,6 +51,6 @@ errc mma_prepare(const device_cache::impl& dev, int layer, int hchunks, int batc
 //! mma_prepare, overlapping rotate_query_kernel's tail where it can (BGTQ_LAUNCH_OVERLAP).
 //! Writes the same per-split partials (m, l, acc) as the CUDA-core split kernel, so the
 //! merge kernel is shared.
-errc launch_split_mma(const decode_kparams& kp, const split_plan& sp, const mma_layer_info& info, int device, cudaStream_t st);
+errc launch_split_mma(const decode_kparams& kp, const split_plan& sp, const device_cache::impl& dev, cudaStream_t st);
 
 }  // namespace bgtq::cuda

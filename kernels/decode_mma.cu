@@ -91,6 +91,19 @@ __device__ __forceinline__ void cp_wait() {
 #endif
 }
 
+//! *p read where it is written: a volatile load, which ptxas neither drops nor sinks into
+//! the branch that uses it (a plain load of the first unit's page went behind the
+//! `warp < units` test, after the other setup loads had been waited for).
+__device__ __forceinline__ int load_now(const int* p) {
+#if defined(BGTQ_CUDA_EMULATION)
+  return *p;
+#else
+  int v;
+  asm volatile("ld.volatile.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+#endif
+}
+
 __device__ __forceinline__ float warp_max_quad(float v) {  // over the 8 lanes of equal tq
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 8));
@@ -542,7 +555,22 @@ __device__ __forceinline__ bfrag unit_value_weights(const std::uint16_t* vrad, i
 struct mma_kparams {
   mma_smem L;
   int stage_bytes;  // one of the two stage buffers of a warp
+  // the per-head rows of build_mma_tables (tables.hpp), and how much of them a CTA copies
+  const mma_group* groups;    // [head][gstride]
+  const std::uint16_t* half;  // [head][hstride]
+  const std::int16_t* cpos;   // [head][cstride]
+  const std::uint32_t* zmask; // [head][32]
+  const mma_stage* stages;    // [head]
+  int gstride, hstride, cstride;
+  int ngroups;  // group entries of this layer's shared table (its largest key group count + 1)
+  int nhalf;    // fp16 halves of this layer's wide centroid table (mma_layer_info::half_table, a multiple of 32)
 };
+
+//! 16 bytes, copied as one (the group rows and half tables are 16-byte aligned).
+struct alignas(16) row16 {
+  std::uint32_t w[4];
+};
+
 
 //! Copies one part (keys or values) of a unit at P > 64: its `rows` code rows (8 bytes
 //! each: the unit's 64 tokens) and 64 fp16 radii per group, into the part's stage image.
@@ -578,8 +606,8 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
   unsigned char* smem = dynamic_smem<unsigned char>();
   const mma_smem& L = mp.L;
   std::uint16_t* s_qh = reinterpret_cast<std::uint16_t*>(smem + L.qh);  // [8][qstride]
-  float* s_qf = reinterpret_cast<float*>(smem + L.qf);                  // [8] factors 2^e, then [8] 2^-e
-  std::uint32_t* s_km = reinterpret_cast<std::uint32_t*>(s_qf + 2 * mma::heads);  // [8] key multipliers, by lane row
+  float* s_qf = reinterpret_cast<float*>(smem + L.qf);                  // [8] factors 2^e
+  std::uint32_t* s_km = reinterpret_cast<std::uint32_t*>(s_qf + mma::heads);  // [8] key multipliers, by lane row
   mma_group* s_g = reinterpret_cast<mma_group*>(smem + L.kg);           // key groups, then the value group
   std::uint16_t* s_ht = reinterpret_cast<std::uint16_t*>(smem + L.ht);
 
@@ -591,51 +619,53 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
   const int lane = tid & 31;
   const int warp = tid >> 5;
   const int gid = lane >> 2, tq = lane & 3;
-  const head_meta hm = p.heads[p.layer * p.Hkv + h];
   const int gcount = min(mma::heads, p.G - g0);
   const int hq0 = h * p.G + g0;
-  const int kcount = hm.key_count;
   const int P = p.P;
+  const int head = p.layer * p.Hkv + h;
 
-  // ---- setup: group descriptors (thread i: group i), query scale per head (warp w: heads 2w, 2w+1)
-  if (tid <= kcount) {
-    const int gi = tid < kcount ? hm.key_first + tid : hm.value_first;
-    const group_meta gm = p.groups[gi];
-    mma_group d;
-    d.n = gm.n;
-    d.bits = gm.bits;
-    d.coord_off = gm.coord_off;
-    d.code = mma_stage_offset(gm.region, P);
-    d.radii = mma_stage_offset(gm.radii, P);
-    d.qoff = 0;
-    d.half = 0;
-    for (int i = 0; i < tid; ++i) {  // prefix over the earlier groups of the head
-      const group_meta e = p.groups[i < kcount ? hm.key_first + i : hm.value_first];
-      if (tid < kcount) d.qoff += (e.n + 15) & ~15;
-      if (e.bits > mma::max_lut_bits) d.half += 1 << e.bits;
-    }
-    if (gm.bits <= mma::max_lut_bits) {
-      std::uint16_t hc[16];  // all 16 (a constant trip count keeps the array in registers)
-      for (int v = 0; v < 16; ++v) hc[v] = v < (1 << gm.bits) ? float_to_half_bits(p.cent[gm.cent + v]) : std::uint16_t{0};
-      const lut16 t = mma::make_lut(hc, gm.bits);
-      for (int i = 0; i < 4; ++i) {
-        d.lo[i] = t.lo[i];
-        d.hi[i] = t.hi[i];
-      }
-    }  // wider codes: their fp16 tables are filled by every thread below
-    d.cent = gm.cent;
-    s_g[tid] = d;
-  }
-  // ---- the warp's units
-  const int nq = p.quantized[b];
+  // ---- setup, in two rounds of global loads (docs/gpu.md, "The split kernel's setup").
+  // Round 1, loads independent of each other and issued before anything waits for one:
+  // the pool pages of the warp's first two units (clamped into the sequence's page-table
+  // row, so a unit past the split's end reads a real entry and does not use it; no row at
+  // all: no quantized tokens, no units), the head's head_meta and stage image, the
+  // sequence length, and the rows build_mma_tables made for the head once on the host:
+  // group descriptors and wide-centroid tables (a thread copies at most one 16-byte row
+  // of each: 17 groups at most, 68 rows; tables over 2 KB take a loop after), and the
+  // query positions of the lane's coordinates with the padding mask of its positions
   const int tok_begin = split * p.tiles_per_split * decode_tile;
+  const bool have_pages = p.page_table != nullptr && p.mpps > 0;
+  // (without a page table the reads go to the sequence length: a branch here would keep
+  // them behind the other loads, and what the copies wait for would come last)
+  const int* ptab = have_pages ? p.page_table + static_cast<std::size_t>(b) * p.mpps : p.quantized + b;
+  const int last_page = have_pages ? p.mpps - 1 : 0;
+  const auto page_of = [&](int v) { return ptab + min((tok_begin + v * mma::unit_tokens) / P, last_page); };
+  const int page0 = load_now(page_of(warp));
+  int next_page = *page_of(warp + mma::warps);  // the next unit's, read one unit ahead (below)
+  const head_meta hm = p.heads[head];
+  const mma_stage st = mp.stages[head];
+  const int nq = p.quantized[b];
+  static_assert((max_part_groups + 1) * 4 <= mma::warps * 32, "one descriptor row per thread");
+  const row16* gsrc = reinterpret_cast<const row16*>(mp.groups + static_cast<std::size_t>(head) * mp.gstride);
+  const row16* hsrc = reinterpret_cast<const row16*>(mp.half + static_cast<std::size_t>(head) * mp.hstride);
+  const bool g_row = tid < mp.ngroups * 4, h_row = tid < mp.nhalf / 8;
+  row16 grow{}, hrow{};
+  if (g_row) grow = gsrc[tid];
+  if (h_row) hrow = hsrc[tid];
+  constexpr int cslots = max_head_dim / 32;
+  int cpos[cslots];  // position in the query row of coordinate lane + 32 i (-1: not a key coordinate)
+  const std::int16_t* cps = mp.cpos + static_cast<std::size_t>(head) * mp.cstride;
+#pragma unroll
+  for (int i = 0; i < cslots; ++i) cpos[i] = lane + 32 * i < p.D ? cps[lane + 32 * i] : -1;
+  const std::uint32_t zmask = mp.zmask[static_cast<std::size_t>(head) * 32 + lane];
+  loads_issued();  // (else nvcc sinks each load to its first use, one memory latency apiece)
+
+  const int kcount = hm.key_count;
   const int tok_end = min(nq, (split + 1) * p.tiles_per_split * decode_tile);
   const int units = tok_end > tok_begin ? (tok_end - tok_begin + mma::unit_tokens - 1) / mma::unit_tokens : 0;
-  const int* ptab = p.page_table + static_cast<std::size_t>(b) * p.mpps;
   unsigned char* wregion = smem + L.warp0 + warp * L.warp_bytes;
   std::uint32_t* wbuf = reinterpret_cast<std::uint32_t*>(wregion);
   unsigned char* stage0 = wregion + L.stage0;
-  const mma_stage st = mma_stage_of(hm, p.groups, P);
   const int vbase = st.value_base;
   const std::uint32_t* qrow = reinterpret_cast<const std::uint32_t*>(s_qh + gid * L.qstride);  // head gid: the B column
 
@@ -648,50 +678,51 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
 #pragma unroll
     for (int e = 0; e < 4; ++e) acc_v[mt][e] = 0.0f;
 
-  // the pool page of unit v (a page holds P / 64 units)
-  const auto page_of = [&](int v) { return ptab[(tok_begin + v * mma::unit_tokens) / P]; };
-  if (warp < units) stage_unit(p, hm, st, page_of(warp), tok_begin + warp * mma::unit_tokens, stage0, lane);
+  // the first unit's copies start, then the rows go to shared memory
+  if (warp < units) stage_unit(p, hm, st, page0, tok_begin + warp * mma::unit_tokens, stage0, lane);
   cp_commit();
-  // the page of the unit staged next, read one unit ahead of its copies (below, likewise):
-  // a page-table read right before the copies kept each unit's copies, and the unit's work
-  // behind them, waiting for a global load
-  int next_page = warp + mma::warps < units ? page_of(warp + mma::warps) : 0;
+  if (g_row) reinterpret_cast<row16*>(s_g)[tid] = grow;
+  if (h_row) reinterpret_cast<row16*>(s_ht)[tid] = hrow;
+  for (int i = tid + mma::warps * 32; i < mp.nhalf / 8; i += mma::warps * 32) reinterpret_cast<row16*>(s_ht)[i] = hsrc[i];
   grid_dependency_wait();  // everything above overlaps rotate_query_kernel; qrot is read below
 
-  // scores in log2 units: q * scale * log2(e), scaled per head by 2^-e so that max |q| < 1
+  // ---- round 2: the query rows of the warp's heads x = 2w, 2w+1, contiguous loads of
+  // coordinates lane + 32 i, then written to their positions: in log2 units, q * scale *
+  // log2(e), scaled per head by 2^-e so that max |q| < 1, zeros at the padding (rows
+  // x >= gcount: all zeros)
   const float qmul = p.scale * 1.4426950408889634f;
+  float qv[2][cslots];
+#pragma unroll
+  for (int x2 = 0; x2 < 2; ++x2) {
+    const int x = 2 * warp + x2;
+    const float* qr = p.qrot + (static_cast<std::size_t>(b) * p.Hq + hq0 + min(x, gcount - 1)) * p.D;
+#pragma unroll
+    for (int i = 0; i < cslots; ++i) qv[x2][i] = x < gcount && cpos[i] >= 0 ? qr[lane + 32 * i] : 0.0f;
+  }
+  loads_issued();
 #pragma unroll
   for (int x2 = 0; x2 < 2; ++x2) {
     const int x = 2 * warp + x2;
     float amax = 0.0f;
-    if (x < gcount) {
-      const float* qr = p.qrot + (static_cast<std::size_t>(b) * p.Hq + hq0 + x) * p.D;
-      for (int c = lane; c < hm.key_coords; c += 32) amax = fmaxf(amax, fabsf(qr[c] * qmul));
+#pragma unroll
+    for (int i = 0; i < cslots; ++i) {
+      qv[x2][i] *= qmul;
+      amax = fmaxf(amax, fabsf(qv[x2][i]));
     }
     amax = warp_max(amax);
-    if (lane == 0) {
-      const float f = amax > 0.0f ? pow2i(exponent_above(amax)) : 1.0f;  // NaN / Inf queries: 1 (their heads give NaN)
-      s_qf[x] = f;
-      s_qf[mma::heads + x] = 1.0f / f;  // exact (f = 2^k, -126 <= k <= 127): v * (1 / f) == v / f for every v
-    }
+    const float f = amax > 0.0f ? pow2i(exponent_above(amax)) : 1.0f;  // NaN / Inf queries: 1 (their heads give NaN)
+    if (lane == 0) s_qf[x] = f;
+    const float inv = 1.0f / f;  // exact (f = 2^k, -126 <= k <= 127): v * (1 / f) == v / f for every v
+    std::uint16_t* row = s_qh + x * L.qstride;
+#pragma unroll
+    for (int i = 0; i < cslots; ++i)
+      if (cpos[i] >= 0) row[cpos[i]] = float_to_half_bits(qv[x2][i] * inv);
+#pragma unroll
+    for (int i = 0; i < mma_qrow_slots; ++i)
+      if (zmask >> i & 1u) row[lane + 32 * i] = 0;
   }
-  for (int i = tid; i < 8 * L.qstride; i += 128) s_qh[i] = 0;
   if (tid < 8) s_km[tid] = mma::key_multiplier(tid);
-  __syncthreads();  // s_g, s_qf, s_km and the zeroed rows
-  for (int gi = 0; gi <= kcount; ++gi) {
-    const mma_group& d = s_g[gi];
-    if (d.bits > mma::max_lut_bits)
-      for (int v = tid; v < (1 << d.bits); v += 128) s_ht[d.half + v] = float_to_half_bits(p.cent[d.cent + v]);
-  }
-  for (int gi = 0; gi < kcount; ++gi) {
-    const mma_group d = s_g[gi];
-    for (int i = tid; i < gcount * d.n; i += 128) {
-      const int x = i / d.n, j = i - x * d.n;
-      const float v = p.qrot[(static_cast<std::size_t>(b) * p.Hq + hq0 + x) * p.D + d.coord_off + j] * qmul * s_qf[mma::heads + x];
-      s_qh[x * L.qstride + d.qoff + j] = float_to_half_bits(v);
-    }
-  }
-  __syncthreads();
+  __syncthreads();  // s_g, s_ht, s_qh, s_qf, s_km
 
   const float f0 = s_qf[2 * tq], f1 = s_qf[2 * tq + 1];  // score factors of the lane's two heads
   const std::uint32_t km = s_km[gid];  // read, not computed: the compiler must not see a power of two
@@ -703,7 +734,9 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
     if (u + mma::warps < units)  // the next unit loads while this one is computed
       stage_unit(p, hm, st, next_page, tok_begin + (u + mma::warps) * mma::unit_tokens,
                  stage0 + ((it + 1) & 1) * mp.stage_bytes, lane);
-    if (u + 2 * mma::warps < units) next_page = page_of(u + 2 * mma::warps);
+    // the page of the unit staged next, read one unit ahead of its copies: a page-table
+    // read right before the copies kept each unit's copies, and its work, waiting for it
+    if (u + 2 * mma::warps < units) next_page = *page_of(u + 2 * mma::warps);
     cp_commit();   // (an empty group when there is none: the count below stays right)
     cp_wait<1>();  // all but the newest group: this unit's copies are done (this lane's)
     __syncwarp();  // ... and every lane's
@@ -802,10 +835,22 @@ errc mma_prepare(const device_cache::impl& dev, int layer, int hchunks, int batc
   return errc::ok;
 }
 
-errc launch_split_mma(const decode_kparams& kp, const split_plan& sp, const mma_layer_info& info, int device, cudaStream_t st) {
+errc launch_split_mma(const decode_kparams& kp, const split_plan& sp, const device_cache::impl& dev, cudaStream_t st) {
+  const mma_layer_info& info = dev.mma[static_cast<std::size_t>(kp.layer)];
+  const int device = dev.device;
   mma_kparams mp;
   mp.L = info.smem;
   mp.stage_bytes = info.stage_bytes;
+  mp.groups = dev.mma_groups;
+  mp.half = dev.mma_half;
+  mp.cpos = dev.mma_cpos;
+  mp.zmask = dev.mma_zmask;
+  mp.stages = dev.mma_stages;
+  mp.gstride = dev.mma_tables.gstride;
+  mp.hstride = dev.mma_tables.hstride;
+  mp.cstride = dev.mma_tables.cstride;
+  mp.ngroups = info.key_groups + 1;
+  mp.nhalf = info.half_table;
   const std::size_t smem = static_cast<std::size_t>(info.smem.bytes);
   const dim3 grid(static_cast<unsigned>(sp.splits), static_cast<unsigned>(kp.Hkv * kp.hchunks), static_cast<unsigned>(kp.batch));
   const dim3 block(mma::warps * 32);

@@ -69,6 +69,7 @@ struct device_cache::impl {
   std::vector<mma_layer_info> mma;  // per layer: can it take the tensor-core decode path
   std::vector<std::string> mma_why; // per layer: why not ("" when it can)
   std::unique_ptr<std::atomic<int>[]> mma_per_sm;  // per layer: resident tensor-core CTAs per SM (0: not asked yet)
+  mma_head_tables mma_tables;       // host copies of the tensor-core kernel's per-head rows (build_mma_tables)
   // device allocations
   std::uint8_t* pool = nullptr;
   std::size_t pool_bytes = 0;
@@ -78,6 +79,11 @@ struct device_cache::impl {
   float* rot = nullptr;
   float* cent = nullptr;
   float* thr = nullptr;
+  mma_group* mma_groups = nullptr;     // mma_tables' rows, uploaded (tensor-core decode)
+  std::uint16_t* mma_half = nullptr;
+  std::int16_t* mma_cpos = nullptr;
+  std::uint32_t* mma_zmask = nullptr;
+  mma_stage* mma_stages = nullptr;
 
   impl() = default;
   impl(const impl&) = delete;
@@ -91,6 +97,11 @@ struct device_cache::impl {
     cudaFree(rot);
     cudaFree(cent);
     cudaFree(thr);
+    cudaFree(mma_groups);
+    cudaFree(mma_half);
+    cudaFree(mma_cpos);
+    cudaFree(mma_zmask);
+    cudaFree(mma_stages);
   }
   //! The tables and shape for kernels working on `layer`.
   layer_params layer_view(int layer) const {

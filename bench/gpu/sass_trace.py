@@ -5,6 +5,7 @@ path through the compiled kernel that a decisions file names branch by branch.
 
     python3 bench/gpu/sass_trace.py loops                  # loop bodies with tensor-core work
     python3 bench/gpu/sass_trace.py trace bench/gpu/sass_paths/tq_k3v3.json
+    python3 bench/gpu/sass_trace.py trace bench/gpu/sass_paths/tq_k3v3_setup.json  # a CTA's setup
     python3 bench/gpu/sass_trace.py dump > /tmp/k.sass     # the listing, to write decisions
     python3 bench/gpu/sass_trace.py rebase OLD.json > NEW.json   # a path carried to this build
     python3 bench/gpu/sass_trace.py anchor NEW.json > P.json     # ... and anchored again
@@ -40,6 +41,13 @@ sorts the instructions by the execution pipe they issue to (an estimate from the
 PIPES below): on sm_80/sm_90 the integer ALU pipe accepts a warp instruction every other
 cycle, so a unit whose ALU instructions are more than half its issue is bound by that
 pipe, not by the issue rate.
+
+A path with an "entry" (the kernel's first address) is the setup of a CTA instead: from
+the entry until it first reaches the start (the unit loop). Its trace also runs a
+latency model of the global loads (load_waits: the scoreboards each instruction sets and
+waits for, read from its control bits) and prints the round trips to memory that follow
+one another on the path, the most a CTA of a short sequence pays before its first unit
+(docs/gpu.md, "The split kernel's setup").
 
 A kernel change moves every address, so a path is carried to the new build by `rebase`:
 `anchor` records, for each decided address, its source line and its rank among the
@@ -219,12 +227,16 @@ def loops(ins):
 
 
 def trace(ins, path):
+    """The instructions along `path`: from its start until it returns there, or, with an
+    "entry" (the setup before the unit loop), from the entry until it first reaches the
+    start. Returns (instructions, None) or (the instructions so far, why it stopped)."""
     idx = {k["addr"]: i for i, k in enumerate(ins)}
     start = int(path["start"], 16)
+    entry = int(path["entry"], 16) if "entry" in path else None
     br = {int(a, 16) if a.startswith("0x") else a: v for a, v in path.get("branches", {}).items()}
     brx = {int(a, 16): [int(t, 16) for t in v] for a, v in path.get("brx", {}).items()}
     used = collections.Counter()
-    seq, i = [], idx[start]
+    seq, i = [], idx[start if entry is None else entry]
 
     def ctx(j):
         return "\n".join(f"  {ins[x]['addr']:#7x}  {ins[x]['txt'] or op(ins[x])}   [{ins[x]['line']}]"
@@ -232,7 +244,7 @@ def trace(ins, path):
 
     while True:
         k = ins[i]
-        if k["addr"] == start and seq:
+        if k["addr"] == start and (seq or entry is not None):
             return seq, None
         seq.append(k)
         if len(seq) > 200000:
@@ -263,6 +275,44 @@ def trace(ins, path):
         if o == "EXIT" and not predicated(k):
             return seq, f"the path reaches EXIT at {k['addr']:#x}"
         i += 1
+
+
+GLOBAL_LOADS = {"LDG", "LD", "ATOMG", "ATOM"}
+
+
+def control(k):
+    """The scheduling bits of an instruction (bits 105..125 of the 128-bit word: stall
+    cycles, yield, the scoreboard it sets when its result is written (7: none), the one it
+    sets when its operands are read, the scoreboards it waits for)."""
+    h = k["hi"]
+    return dict(stall=(h >> 41) & 15, wbar=(h >> 46) & 7, rbar=(h >> 49) & 7, wait=(h >> 52) & 63)
+
+
+def load_waits(seq, latency):
+    """A latency model of the global loads along seq: one cycle per instruction, each
+    global load's result ready `latency` cycles after it issues, an instruction that waits
+    on a scoreboard (its control bits) waits for everything behind it (a scoreboard counts
+    its operations: ptxas lets loads share one, and a wait for one is a wait for all).
+    Returns (the model's cycles, the round trips, those of them after the wait for the
+    previous kernel (griddepcontrol.wait, ACQBULK on sm_90: what comes before it overlaps
+    that kernel's tail), the global loads): a round trip is a wait of more than half the
+    latency, one memory access that the path could not overlap with the previous; loads
+    issued together share one."""
+    t, ready, stalls, after, waited = 0, [0] * 6, 0, 0, False
+    for k in seq:
+        c = control(k)
+        waited = waited or op(k) == "ACQBULK"
+        for b in range(6):
+            if c["wait"] >> b & 1 and ready[b] > t:
+                stalls += ready[b] - t > latency // 2
+                after += waited and ready[b] - t > latency // 2
+                t = ready[b]
+            if c["wait"] >> b & 1:
+                ready[b] = 0
+        t += 1
+        if op(k) in GLOBAL_LOADS and c["wbar"] < 6:
+            ready[c["wbar"]] = max(ready[c["wbar"]], t + latency)
+    return t, stalls, after, sum(1 for k in seq if op(k) in GLOBAL_LOADS)
 
 
 def anchors_of(ins):
@@ -449,6 +499,15 @@ def selftest(fixture):
     expect(err is None and len(seq) == 54, f"one turn of the unrolled loop: 54 instructions, not {len(seq)} ({err})")
     seq, err = trace(ins, {"start": "0x210", "branches": {"0x560": [False]}})
     expect(err is not None and "undecided branch" in err, "a path leaving the loop stops at the next undecided branch")
+    # control bits: every global load sets a write scoreboard (0..5), only variable-latency
+    # operations set one, and the loop turn's 16 loads, issued together, are one round trip
+    ld = [k for k in ins if op(k) == "LDG"]
+    expect(len(ld) == 33 and all(control(k)["wbar"] < 6 for k in ld), "each of the 33 LDG sets a scoreboard 0..5")
+    setters = {op(k) for k in ins if control(k)["wbar"] != 7}
+    expect(setters <= {"LDG", "LDC", "S2R", "S2UR"}, f"write scoreboards set by {sorted(setters)}")
+    seq, _ = trace(ins, {"start": "0x210", "branches": {"0x560": [True]}})
+    lw = load_waits(seq, 600)
+    expect(lw == (642, 1, 0, 16), f"one loop turn: 642 cycles, 1 round trip, 16 loads at latency 600, not {lw}")
     an = anchors_of(ins)
     expect(len(set(an.values())) == len(an), "anchors are unique")
     expect([pipe_of(o) for o in ("PRMT", "IMAD", "HMMA", "ULDC", "LDS")] == ["alu", "fma", "tensor", "uniform", "lsu"],
@@ -465,6 +524,7 @@ def main():
     ap.add_argument("path", nargs="?", help="trace, anchor, rebase: a path file (JSON)")
     ap.add_argument("--arch", default="90")
     ap.add_argument("--show", help="trace: print the path's instructions between two addresses, A-B")
+    ap.add_argument("--latency", type=int, default=600, help="trace of a setup path: cycles of a global load (default 600)")
     a = ap.parse_args()
     if a.mode == "selftest":
         selftest(a.path or os.path.join(ROOT, "tests", "cuda", "sass", "mini.sass"))
@@ -504,13 +564,19 @@ def main():
         print(f"after {len(seq)} instructions: {err}")
         sys.exit(2)
     c = collections.Counter(op(k) for k in seq)
-    print(f"{path.get('name', a.path)}: {len(seq)} warp instructions per unit, {len(seq) / 64:.1f} per token and KV head")
+    if "entry" in path:
+        cyc, stalls, after, nld = load_waits(seq, a.latency)
+        print(f"{path.get('name', a.path)}: {len(seq)} warp instructions from the entry to the unit loop; {nld} global "
+              f"loads in {stalls} round trips, {after} of them after the wait for the previous kernel; {cyc} cycles at "
+              f"{a.latency} per global load and 1 per instruction (no other latency)")
+    else:
+        print(f"{path.get('name', a.path)}: {len(seq)} warp instructions per unit, {len(seq) / 64:.1f} per token and KV head")
     print("  " + ", ".join(f"{o} {n}" for o, n in c.most_common(16)))
     pc = collections.Counter(pipe_of(op(k)) for k in seq)
     imad = sum(1 for k in seq if op(k) in ("IMAD", "IMUL", "IDP"))  # the FMA pipe's half-rate part (fmaheavy only)
     print("  by pipe (estimated): " + ", ".join(f"{p} {n}" for p, n in pc.most_common()) +
-          f"; cycles of a scheduler per unit: issue {len(seq)}, ALU pipe {2 * pc['alu']}, IMAD {2 * imad}; "
-          f"bound {max(len(seq), 2 * pc['alu'], 2 * imad)}")
+          ("" if "entry" in path else f"; cycles of a scheduler per unit: issue {len(seq)}, ALU pipe {2 * pc['alu']}, "
+                                      f"IMAD {2 * imad}; bound {max(len(seq), 2 * pc['alu'], 2 * imad)}"))
     for name, r in path.get("ranges", {}).items():
         lo, hi = (int(x, 16) for x in r.split("-"))
         print(f"  {name}: {sum(1 for k in seq if lo <= k['addr'] <= hi)}")

@@ -413,8 +413,10 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
   a.q_type = q_type;
   a.q = dq.p;
   a.out = dout.as<float>();
-  a.page_table = dpt.as<int>();
-  a.max_pages_per_seq = bt.max_pages_per_seq;
+  // nothing quantized in the whole batch: no page table at all (null, 0 pages per
+  // sequence), as an engine calls it before its first page
+  a.page_table = bt.max_quantized > 0 ? dpt.as<int>() : nullptr;
+  a.max_pages_per_seq = bt.max_quantized > 0 ? bt.max_pages_per_seq : 0;
   a.quantized = dqn.as<int>();
   a.max_quantized = bt.max_quantized;
   if (any_window) {  // without a window, exercise the null-window path

@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include <cstdint>
+#include <cstring>
 #include <set>
 #include <tuple>
 #include <vector>
@@ -304,6 +305,100 @@ TEST_CASE("tensor-core helpers: powers of two, stage images, shared-memory layou
   REQUIRE_FALSE(mma_layer_support(bad, d128, 0, &why).ok);
   REQUIRE(why.find("page layout") != std::string::npos);
   REQUIRE(mma_layer_support(t128, d128, 0).ok);
+}
+
+TEST_CASE("build_mma_tables: per-head group rows, wide centroid tables, query positions and stage images", "[gpu][mma]") {
+  using namespace bgtq::cuda;
+  using namespace bgtq_gpu;
+  // mixed: every width 1..8 in each head, different group counts per head and layer
+  for (const key_kind kk : {key_kind::mixed, key_kind::uniform, key_kind::greedy}) {
+    method m;
+    m.keys = kk;
+    for (int P : {64, 192}) {
+      shape s;
+      s.layers = 2;
+      s.kv_heads = 3;
+      s.q_heads = 6;
+      s.head_dim = 96;
+      s.page_tokens = P;
+      const auto c = make_cache(s, m, 7);
+      const cache_desc d = describe(c);
+      const device_tables t = build_tables(d);
+      const mma_head_tables mt = build_mma_tables(t, d);
+      INFO("keys " << static_cast<int>(kk) << " P = " << P);
+      REQUIRE(mt.hstride % 8 == 0);
+      REQUIRE(mt.groups.size() == t.heads.size() * static_cast<std::size_t>(mt.gstride));
+      REQUIRE(mt.half.size() == t.heads.size() * static_cast<std::size_t>(mt.hstride));
+      REQUIRE(mt.cstride == s.head_dim);
+      REQUIRE(mt.cpos.size() == t.heads.size() * static_cast<std::size_t>(mt.cstride));
+      REQUIRE(mt.zmask.size() == t.heads.size() * 32u);
+      REQUIRE(mt.stages.size() == t.heads.size());
+      for (int l = 0; l < s.layers; ++l) {
+        const mma_layer_info info = mma_layer_support(t, d, l);
+        REQUIRE(info.ok);
+        REQUIRE(info.key_groups + 1 <= mt.gstride);   // a CTA copies key_groups + 1 rows
+        REQUIRE(info.half_table <= mt.hstride);        // ... and half_table halves
+        REQUIRE(info.half_table % 8 == 0);
+        REQUIRE(info.smem.qstride <= 32 * mma_qrow_slots);  // the padding masks cover a query row
+      }
+      for (std::size_t hi = 0; hi < t.heads.size(); ++hi) {
+        const head_meta& hm = t.heads[hi];
+        const mma_group* rows = mt.groups.data() + hi * static_cast<std::size_t>(mt.gstride);
+        const std::uint16_t* ht = mt.half.data() + hi * static_cast<std::size_t>(mt.hstride);
+        const std::int16_t* cp = mt.cpos.data() + hi * static_cast<std::size_t>(mt.cstride);
+        const std::uint32_t* zm = mt.zmask.data() + hi * 32u;
+        const auto zero_at = [&](int pp) { return (zm[pp % 32] >> (pp / 32) & 1u) != 0; };
+        const mma_stage st = mma_stage_of(hm, t.groups.data(), P), sm = mt.stages[hi];
+        REQUIRE(std::memcmp(&st, &sm, sizeof st) == 0);
+        std::vector<int> seen(static_cast<std::size_t>(32 * mma_qrow_slots), 0);  // by query position
+        std::vector<int> half_used(static_cast<std::size_t>(mt.hstride), 0);
+        int padded = 0;
+        for (int i = 0; i <= hm.key_count; ++i) {
+          const bool key = i < hm.key_count;
+          const group_meta& g = t.groups[static_cast<std::size_t>(key ? hm.key_first + i : hm.value_first)];
+          const mma_group& r = rows[i];
+          INFO("head " << hi << " group " << i);
+          REQUIRE(r.n == g.n);
+          REQUIRE(r.bits == g.bits);
+          REQUIRE(r.coord_off == g.coord_off);
+          REQUIRE(r.code == mma_stage_offset(g.region, P));
+          REQUIRE(r.radii == mma_stage_offset(g.radii, P));
+          for (int v = 0; v < (1 << g.bits); ++v) {  // every centroid, as fp16, through the row's own lookup
+            const std::uint16_t want = bgtq::float_to_half_bits(t.cent[static_cast<std::size_t>(g.cent + v)]);
+            std::uint16_t got;
+            if (g.bits <= mma::max_lut_bits) {
+              const int w = v >> 2, sh = 8 * (v & 3);
+              got = static_cast<std::uint16_t>(((r.lo[w] >> sh) & 0xFFu) | (((r.hi[w] >> sh) & 0xFFu) << 8));
+            } else {
+              REQUIRE(r.half + v < mt.hstride);
+              got = ht[r.half + v];
+              ++half_used[static_cast<std::size_t>(r.half + v)];
+            }
+            REQUIRE(got == want);
+          }
+          if (key) {
+            REQUIRE(r.qoff == padded);
+            REQUIRE(r.qoff % 16 == 0);
+            for (int j = 0; j < g.n; ++j) {  // the group's coordinates at its positions, then zeros
+              REQUIRE(cp[g.coord_off + j] == r.qoff + j);
+              REQUIRE_FALSE(zero_at(r.qoff + j));
+              ++seen[static_cast<std::size_t>(r.qoff + j)];
+            }
+            for (int j = g.n; j < 16 * ((g.n + 15) / 16); ++j) {
+              REQUIRE(zero_at(r.qoff + j));
+              ++seen[static_cast<std::size_t>(r.qoff + j)];
+            }
+            padded += 16 * ((g.n + 15) / 16);
+          }
+        }
+        for (int pp = padded; pp < 32 * mma_qrow_slots; ++pp) REQUIRE_FALSE(zero_at(pp));  // past the row: untouched
+        for (int c = hm.key_coords; c < s.head_dim; ++c) REQUIRE(cp[c] == -1);
+        for (int pp = 0; pp < padded; ++pp) REQUIRE(seen[static_cast<std::size_t>(pp)] == 1);  // written once each
+        for (int n : half_used) REQUIRE(n <= 1);  // the wide tables do not overlap
+        for (int i = hm.key_count + 1; i < mt.gstride; ++i) REQUIRE(rows[i].n == 0);
+      }
+    }
+  }
 }
 
 #if defined(BGTQ_CUDA_EMULATION)

@@ -416,6 +416,23 @@ TEST_CASE("decode_attention ignores what a page holds past a sequence's tokens (
       }
 }
 
+TEST_CASE("decode_attention: sequences held by the fp16 window alone (no quantized token, no page table), both paths",
+          "[gpu][decode][mma]") {
+  require_device();
+  // sink 2 + recent 16: lengths up to 18 quantize nothing; a batch of only those has no
+  // page table at all (a null pointer), the mixed one has rows for its long sequence only
+  for (const std::vector<int>& lengths : {std::vector<int>{5, 18}, std::vector<int>{5, 700, 18, 1}})
+    for (const bc::decode_path path : {bc::decode_path::cuda_cores, bc::decode_path::tensor_cores}) {
+      const bool tc = path == bc::decode_path::tensor_cores;
+      const shape s = decode_shape(128, 2, 8, 2, 16, lengths, 1);
+      const check_report r =
+          gpu_check_decode(s, mixed_method(), lengths, bc::dtype::f32, 0, 970 + static_cast<int>(lengths.size()),
+                           tc ? tc_tol : 1e-4, 0, path);
+      INFO(r.what);
+      REQUIRE(r.ok);
+    }
+}
+
 TEST_CASE("tensor-core decode: layers it cannot serve are refused (tensor_cores) or fall back (automatic)",
           "[gpu][decode][mma][errors]") {
   require_device();

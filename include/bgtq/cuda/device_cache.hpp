@@ -109,7 +109,7 @@ struct decode_args {
   dtype q_type = dtype::f32;              //!< f32, f16 or bf16
   const void* q = nullptr;                //!< device [B][q_heads][head_dim] post-RoPE queries
   float* out = nullptr;                   //!< device [B][q_heads][head_dim] outputs
-  const int* page_table = nullptr;        //!< device [B][max_pages_per_seq] page ids
+  const int* page_table = nullptr;        //!< device [B][max_pages_per_seq] page ids (may be null when max_quantized is 0)
   int max_pages_per_seq = 0;              //!< row stride of page_table
   const int* quantized = nullptr;         //!< device [B] tokens held in pages (the first ones of each table)
   long long max_quantized = 0;            //!< host: an upper bound of quantized[b] (sizes the split plan)

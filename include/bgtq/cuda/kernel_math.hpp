@@ -447,26 +447,33 @@ BGTQ_HOST_DEVICE mma_stage mma_stage_of(const head_meta& hm, const group_meta* g
   return s;
 }
 
-//! One group as the tensor-core kernel keeps it in shared memory (64 bytes):
-//! stage offsets of its codes and radii, its q offset (keys) and its centroids as
-//! byte tables (widths <= 4) or the offset of its fp16 table (wider).
+//! One group as the tensor-core kernel keeps it in shared memory (64 bytes, copied there
+//! with 16-byte loads from build_mma_tables' rows, tables.hpp): stage offsets of its codes
+//! and radii, its q offset (keys) and its centroids as byte tables (widths <= 4) or the
+//! offset of its fp16 table (wider).
 struct mma_group {
   int n = 0, bits = 0;
   int code = 0;   //!< stage offset of the code rows (row j*bits + k: 8 bytes, tokens 0..63)
   int radii = 0;  //!< stage offset of the 64 fp16 radii
   int qoff = 0;   //!< keys: offset of the group in the fp16 query rows (16-aligned)
-  int half = 0;   //!< widths > 4: offset of the fp16 centroids in the shared half table
+  int half = 0;   //!< widths > 4: offset of the fp16 centroids in the head's half table
   int coord_off = 0;
-  int cent = 0;   //!< offset of the centroids in the cache's centroid table (wide groups fill ht from it)
+  int unused = 0;  //!< (keeps the size a multiple of 16 bytes)
   std::uint32_t lo[4] = {0u, 0u, 0u, 0u}, hi[4] = {0u, 0u, 0u, 0u};  //!< lut16 of the fp16 centroids
 };
+static_assert(sizeof(mma_group) == 64, "mma_group: 16-byte copies");
 
 //! x rounded up to a multiple of 16.
 BGTQ_HOST_DEVICE constexpr int align16(int x) { return (x + 15) & ~15; }
 
+//! 32-position slots of an fp16 query row (its padded key coordinates: at most
+//! max_head_dim + 15 per group), one bit per slot in mma_head_tables::zmask.
+inline constexpr int mma_qrow_slots = 16;
+static_assert(max_head_dim + 15 * max_part_groups <= 32 * mma_qrow_slots, "mma_qrow_slots: query rows");
+
 //! Shared-memory layout of the tensor-core split kernel, in bytes (16-byte aligned):
 //! `// qh [8 heads][qstride] fp16   scaled rotated queries, each key group 16-aligned, zero padded
-//! // qf [2][8] float              per-head score factor 2^e, then 2^-e (the queries are scaled by 2^-e),
+//! // qf [8] float                 per-head score factor 2^e (the queries are scaled by 2^-e),
 //! //    then [8] uint32            the lanes' key multipliers 2^(8 - g) (mma::key_multiplier)
 //! // kg [key groups + 1] mma_group   key groups, then the value group
 //! // ht [half_table] fp16         centroids of groups wider than 4 bits
@@ -486,7 +493,7 @@ BGTQ_HOST_DEVICE constexpr mma_smem mma_smem_layout(int key_padded, int key_grou
   s.qh = o;
   o = align16(o + mma::heads * s.qstride * 2);
   s.qf = o;
-  o = align16(o + 3 * mma::heads * 4);  // factors 2^e, 2^-e, key multipliers
+  o = align16(o + 2 * mma::heads * 4);  // factors 2^e, key multipliers
   s.kg = o;
   o = align16(o + (key_groups + 1) * static_cast<int>(sizeof(mma_group)));
   s.ht = o;

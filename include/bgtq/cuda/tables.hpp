@@ -260,4 +260,93 @@ inline mma_layer_info mma_layer_support(const device_tables& t, const cache_desc
   return info;
 }
 
+
+//! The tensor-core kernel's per-head constants, built here once instead of by every CTA
+//! of every decode call: until 2026-12-05 each CTA derived its groups' query offsets
+//! with a prefix loop over global loads, converted every centroid to fp16 and built the
+//! byte tables, and gathered the query group by group: round trips to memory one after
+//! another, more with more key groups (18 for bench_decode's Block-GTQ head of four key
+//! groups, by bench/gpu/sass_trace.py's latency model), which a CTA of a short sequence,
+//! with one unit per warp, waited out in full. Now a CTA copies its head's rows
+//! (independent loads, issued together), reads its query rows with contiguous loads and
+//! writes them to their positions through cpos: two round trips (docs/gpu.md, "The split
+//! kernel's setup"). Indexed by head = layer * kv_heads + h.
+struct mma_head_tables {
+  int gstride = 0;  //!< mma_group entries per head: the largest key group count + 1
+  int hstride = 0;  //!< fp16 halves per head for the centroids of groups wider than 4 bits (multiple of 8)
+  int cstride = 0;  //!< entries of cpos per head: head_dim
+  std::vector<mma_group> groups;  //!< [head][gstride]: the key groups, the value group, then empty entries
+  std::vector<std::uint16_t> half;  //!< [head][hstride]: wide groups' fp16 centroids at mma_group::half
+  std::vector<std::int16_t> cpos;   //!< [head][cstride]: position of key coordinate c in the fp16 query row, -1: none
+  std::vector<std::uint32_t> zmask; //!< [head][32 lanes]: bit i set = position lane + 32 i is padding (a zero)
+  std::vector<mma_stage> stages;    //!< [head]: mma_stage_of, the head's stage image
+};
+
+//! The mma_head_tables of a cache with tables t (build_tables(d)). A head's key groups
+//! sit in the fp16 query rows one after another, each padded to a multiple of 16 (qoff);
+//! the wide groups' centroid tables follow one another in `half`, the key groups' first,
+//! then the value group's. Centroids are rounded to fp16 as the device rounds them
+//! (float_to_half_bits: round to nearest even, the same bits as cvt.rn.f16.f32).
+inline mma_head_tables build_mma_tables(const device_tables& t, const cache_desc& d) {
+  mma_head_tables m;
+  const int P = d.page_tokens;
+  for (const head_meta& hm : t.heads) {
+    int half = 0;
+    for (int i = 0; i < hm.key_count + hm.value_count; ++i) {
+      const group_meta& g = t.groups[static_cast<std::size_t>(i < hm.key_count ? hm.key_first + i : hm.value_first)];
+      if (g.bits > mma::max_lut_bits) half += 1 << g.bits;
+    }
+    m.gstride = std::max(m.gstride, hm.key_count + 1);
+    m.hstride = std::max(m.hstride, (half + 7) & ~7);
+  }
+  const std::size_t nh = t.heads.size();
+  m.groups.assign(nh * static_cast<std::size_t>(m.gstride), mma_group{});
+  m.half.assign(nh * static_cast<std::size_t>(m.hstride), std::uint16_t{0});
+  m.cstride = d.head_dim;
+  m.cpos.assign(nh * static_cast<std::size_t>(m.cstride), std::int16_t{-1});
+  m.zmask.assign(nh * 32u, 0u);
+  for (const head_meta& hm : t.heads) m.stages.push_back(mma_stage_of(hm, t.groups.data(), P));
+  for (std::size_t hi = 0; hi < nh; ++hi) {
+    const head_meta& hm = t.heads[hi];
+    mma_group* out = m.groups.data() + hi * static_cast<std::size_t>(m.gstride);
+    std::uint16_t* ht = m.half.data() + hi * static_cast<std::size_t>(m.hstride);
+    std::int16_t* cp = m.cpos.data() + hi * static_cast<std::size_t>(m.cstride);
+    std::uint32_t* zm = m.zmask.data() + hi * 32u;
+    int qoff = 0, half = 0;
+    // the key groups, then the value group (the tensor-core path needs exactly one; a
+    // head without one, which mma_layer_support turns away, gets an empty entry)
+    for (int i = 0; i <= hm.key_count; ++i) {
+      const bool key = i < hm.key_count;
+      if (!key && hm.value_count < 1) break;
+      const group_meta& g = t.groups[static_cast<std::size_t>(key ? hm.key_first + i : hm.value_first)];
+      mma_group& o = out[i];
+      o.n = g.n;
+      o.bits = g.bits;
+      o.coord_off = g.coord_off;
+      o.code = mma_stage_offset(g.region, P);
+      o.radii = mma_stage_offset(g.radii, P);
+      std::uint16_t hc[1 << 8];
+      for (int v = 0; v < (1 << g.bits); ++v) hc[v] = float_to_half_bits(t.cent[static_cast<std::size_t>(g.cent + v)]);
+      if (g.bits <= mma::max_lut_bits) {
+        const mma::lut16 lt = mma::make_lut(hc, g.bits);
+        for (int w = 0; w < 4; ++w) {
+          o.lo[w] = lt.lo[w];
+          o.hi[w] = lt.hi[w];
+        }
+      } else {
+        o.half = half;
+        std::copy(hc, hc + (1 << g.bits), ht + half);
+        half += 1 << g.bits;
+      }
+      if (key) {
+        o.qoff = qoff;
+        for (int j = 0; j < g.n; ++j) cp[g.coord_off + j] = static_cast<std::int16_t>(qoff + j);
+        for (int pp = qoff + g.n; pp < qoff + align16(g.n); ++pp) zm[pp % 32] |= 1u << (pp / 32);
+        qoff += align16(g.n);
+      }
+    }
+  }
+  return m;
+}
+
 }  // namespace bgtq::cuda
