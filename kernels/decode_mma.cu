@@ -563,8 +563,11 @@ struct mma_kparams {
   const mma_stage* stages;    // [head]
   int gstride, hstride, cstride;
   int ngroups;  // group entries of this layer's shared table (its largest key group count + 1)
+  std::uint64_t page_mul;  // mma_page_multiplier(P): unit x of a sequence lies in its page mma_unit_page(x, page_mul)
   int nhalf;    // fp16 halves of this layer's wide centroid table (mma_layer_info::half_table, a multiple of 32)
 };
+
+static_assert(decode_tile % mma::unit_tokens == 0, "splits start on a unit");
 
 //! 16 bytes, copied as one (the group rows and half tables are 16-byte aligned).
 struct alignas(16) row16 {
@@ -621,7 +624,6 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
   const int gid = lane >> 2, tq = lane & 3;
   const int gcount = min(mma::heads, p.G - g0);
   const int hq0 = h * p.G + g0;
-  const int P = p.P;
   const int head = p.layer * p.Hkv + h;
 
   // ---- setup, in two rounds of global loads (docs/gpu.md, "The split kernel's setup").
@@ -633,18 +635,18 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
   // group descriptors and wide-centroid tables (a thread copies at most one 16-byte row
   // of each: 17 groups at most, 68 rows; tables over 2 KB take a loop after), and the
   // query positions of the lane's coordinates with the padding mask of its positions
+  const head_meta hm = p.heads[head];
+  const mma_stage st = mp.stages[head];
   const int tok_begin = split * p.tiles_per_split * decode_tile;
   const bool have_pages = p.page_table != nullptr && p.mpps > 0;
   // (without a page table the reads go to the sequence length: a branch here would keep
   // them behind the other loads, and what the copies wait for would come last)
   const int* ptab = have_pages ? p.page_table + static_cast<std::size_t>(b) * p.mpps : p.quantized + b;
   const int last_page = have_pages ? p.mpps - 1 : 0;
-  const auto page_of = [&](int v) { return ptab + min((tok_begin + v * mma::unit_tokens) / P, last_page); };
+  const int unit0 = tok_begin / mma::unit_tokens;  // (tok_begin: a multiple of decode_tile)
+  const auto page_of = [&](int v) { return ptab + min(mma_unit_page(unit0 + v, mp.page_mul), last_page); };
   const int page0 = load_now(page_of(warp));
   int next_page = *page_of(warp + mma::warps);  // the next unit's, read one unit ahead (below)
-  const head_meta hm = p.heads[head];
-  const mma_stage st = mp.stages[head];
-  const int nq = p.quantized[b];
   static_assert((max_part_groups + 1) * 4 <= mma::warps * 32, "one descriptor row per thread");
   const row16* gsrc = reinterpret_cast<const row16*>(mp.groups + static_cast<std::size_t>(head) * mp.gstride);
   const row16* hsrc = reinterpret_cast<const row16*>(mp.half + static_cast<std::size_t>(head) * mp.hstride);
@@ -658,6 +660,7 @@ __global__ void __launch_bounds__(128, 3) decode_split_mma_kernel(const decode_k
 #pragma unroll
   for (int i = 0; i < cslots; ++i) cpos[i] = lane + 32 * i < p.D ? cps[lane + 32 * i] : -1;
   const std::uint32_t zmask = mp.zmask[static_cast<std::size_t>(head) * 32 + lane];
+  const int nq = p.quantized[b];
   loads_issued();  // (else nvcc sinks each load to its first use, one memory latency apiece)
 
   const int kcount = hm.key_count;
@@ -850,6 +853,7 @@ errc launch_split_mma(const decode_kparams& kp, const split_plan& sp, const devi
   mp.hstride = dev.mma_tables.hstride;
   mp.cstride = dev.mma_tables.cstride;
   mp.ngroups = info.key_groups + 1;
+  mp.page_mul = mma_page_multiplier(kp.P);
   mp.nhalf = info.half_table;
   const std::size_t smem = static_cast<std::size_t>(info.smem.bytes);
   const dim3 grid(static_cast<unsigned>(sp.splits), static_cast<unsigned>(kp.Hkv * kp.hchunks), static_cast<unsigned>(kp.batch));

@@ -307,6 +307,21 @@ TEST_CASE("tensor-core helpers: powers of two, stage images, shared-memory layou
   REQUIRE(mma_layer_support(t128, d128, 0).ok);
 }
 
+TEST_CASE("mma_unit_page: a unit's page by multiply and shift equals the division for every page size", "[gpu][mma]") {
+  using namespace bgtq::cuda;
+  bgtq::counter_rng r(77);
+  for (int P = 64; P <= 4096; P += 64) {
+    const std::uint64_t mul = mma_page_multiplier(P);
+    const int upp = P / 64;
+    INFO("P = " << P);
+    for (int x = 0; x < (1 << 16); ++x) REQUIRE(mma_unit_page(x, mul) == x / upp);
+    for (int i = 0; i < 20000; ++i) {  // up to 2^25 units (2^31 tokens), and the top of that range
+      const int x = i < 64 ? (1 << 25) - 1 - i : static_cast<int>(r.next_u64() & ((1u << 25) - 1));
+      REQUIRE(mma_unit_page(x, mul) == x / upp);
+    }
+  }
+}
+
 TEST_CASE("build_mma_tables: per-head group rows, wide centroid tables, query positions and stage images", "[gpu][mma]") {
   using namespace bgtq::cuda;
   using namespace bgtq_gpu;
