@@ -39,6 +39,7 @@ __global__ void __launch_bounds__(decode_threads) rotate_query_kernel(const deco
   float* s_g = s_x + p.D;              // [D] the query gathered in key-coordinate order
   unsigned* s_bad = reinterpret_cast<unsigned*>(s_g + p.D);
   __shared__ double s_ss[decode_threads / 32];  // per-warp sums of squares
+  __shared__ group_meta s_gm[max_part_groups];   // the head's key groups
   const int hq = blockIdx.x;
   const int b = blockIdx.y;
   const head_meta hm = p.heads[p.layer * p.Hkv + hq / p.G];
@@ -66,21 +67,30 @@ __global__ void __launch_bounds__(decode_threads) rotate_query_kernel(const deco
     if (threadIdx.x == 0 && p.nonfinite != nullptr) atomicAdd(p.nonfinite, 1ull);
     return;
   }
-  // gather every key group's dims first (the groups' coordinates are disjoint ranges of
-  // [0, D)), so the rotations read shared memory only, not a dims load per term
-  int covered = 0;  // key coordinates [0, covered) belong to groups
-  for (int gi = 0; gi < hm.key_count; ++gi) {
-    const group_meta g = p.groups[hm.key_first + gi];
-    const int* dims = p.dims + g.dims;
-    for (int i = threadIdx.x; i < g.n; i += blockDim.x) s_g[g.coord_off + i] = s_x[dims[i]];
-    covered = g.coord_off + g.n;
+  // Each thread takes the key coordinates c = tid, tid + 128, ... of whatever group
+  // holds them, so the groups are rotated side by side, not one after another: with the
+  // group table read once (all rows in one round of loads), one load of dims per
+  // coordinate and rotated_coord's batches of 64, a head costs about four round trips to
+  // memory after its query (head_meta, groups, dims, one per 64 coordinates of its
+  // largest group) however many key groups it has. Before: per group a table load, a
+  // dims loop and the rotation's batches, one group after another (about 20 round trips
+  // for a Block-GTQ head of four groups, read off the SASS).
+  const int ng = hm.key_count;  // <= max_part_groups (cuda::create checks)
+  if (static_cast<int>(threadIdx.x) < ng) s_gm[threadIdx.x] = p.groups[hm.key_first + threadIdx.x];
+  __syncthreads();
+  const int covered = ng > 0 ? s_gm[ng - 1].coord_off + s_gm[ng - 1].n : 0;  // the groups tile [0, covered) in order
+  for (int c = threadIdx.x; c < covered; c += blockDim.x) {
+    int gi = 0;
+    while (gi + 1 < ng && s_gm[gi + 1].coord_off <= c) ++gi;
+    s_g[c] = s_x[p.dims[s_gm[gi].dims + c - s_gm[gi].coord_off]];
   }
   __syncthreads();
-  for (int gi = 0; gi < hm.key_count; ++gi) {
-    const group_meta g = p.groups[hm.key_first + gi];
+  for (int c = threadIdx.x; c < covered; c += blockDim.x) {
+    int gi = 0;
+    while (gi + 1 < ng && s_gm[gi + 1].coord_off <= c) ++gi;
+    const group_meta& g = s_gm[gi];
     const float* xg = s_g + g.coord_off;
-    for (int i = threadIdx.x; i < g.n; i += blockDim.x)
-      dst[g.coord_off + i] = rotated_coord(p.rot + g.rot, g.n, i, [xg](int j) { return xg[j]; });
+    dst[c] = rotated_coord(p.rot + g.rot, g.n, c - g.coord_off, [xg](int j) { return xg[j]; });
   }
   for (int d = covered + static_cast<int>(threadIdx.x); d < p.D; d += blockDim.x) dst[d] = 0.0f;
 }

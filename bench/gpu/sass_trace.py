@@ -10,6 +10,7 @@ path through the compiled kernel that a decisions file names branch by branch.
     python3 bench/gpu/sass_trace.py rebase OLD.json > NEW.json   # a path carried to this build
     python3 bench/gpu/sass_trace.py anchor NEW.json > P.json     # ... and anchored again
     python3 bench/gpu/sass_trace.py selftest                     # the parser on a recorded listing
+    python3 bench/gpu/sass_trace.py rotations    # the query rotation's and the merge's batch loops
 
 Needs nvcc and a disassembler for sm_90 cubins: `nvdisasm` (NVDISASM=path, else PATH,
 else the CUDA toolkit's bin). CUDA 13.0's toolkit here ships without it; CUDA 11.8's
@@ -91,12 +92,12 @@ def find_nvdisasm():
     die("no nvdisasm (set NVDISASM=path; the module docstring says where to get one)")
 
 
-def build(arch, tmp):
-    """The kernel's cubin (nvcc -cubin, the library's flags)."""
+def build(arch, tmp, source="decode_mma.cu"):
+    """The cubin of kernels/<source> (nvcc -cubin, the library's flags)."""
     nvcc = shutil.which("nvcc") or die("nvcc is not on PATH")
-    cubin = os.path.join(tmp, "decode_mma.cubin")
+    cubin = os.path.join(tmp, source.replace(".cu", ".cubin"))
     cmd = [nvcc, "-cubin", f"-arch=sm_{arch}", *FLAGS, "-I" + os.path.join(ROOT, "include"), "-I" + os.path.join(ROOT, "kernels"),
-           os.path.join(ROOT, "kernels", "decode_mma.cu"), "-o", cubin]
+           os.path.join(ROOT, "kernels", source), "-o", cubin]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         die("nvcc failed:\n" + r.stderr[-2000:])
@@ -315,6 +316,53 @@ def load_waits(seq, latency):
     return t, stalls, after, sum(1 for k in seq if op(k) in GLOBAL_LOADS)
 
 
+def function_lines(path, signature):
+    """(first, last) source lines of the function whose definition line holds `signature`
+    (to its first line that is a lone closing brace)."""
+    lines = open(path).read().splitlines()
+    first = next(i for i, l in enumerate(lines) if signature in l) + 1
+    last = next(i for i in range(first, len(lines)) if lines[i] == "}") + 1
+    return first, last
+
+
+def rotation_loops(ins, first, last, latency):
+    """The innermost loop of a kernel whose global loads come from kernel_math.hpp lines
+    first..last (rotated_coord): (first address, last address, instructions, opcode counts,
+    load_waits of one straight pass through the body)."""
+    idx = {k["addr"]: i for i, k in enumerate(ins)}
+
+    def ours(k):
+        m = re.match(r"kernel_math\.hpp:(\d+)$", k["line"] or "")
+        return op(k) == "LDG" and m and first <= int(m.group(1)) <= last
+
+    best = None
+    for f, l in back_edges(ins):
+        body = ins[idx[f]:idx[l] + 1]
+        if any(ours(k) for k in body) and (best is None or len(body) < len(best)):
+            best = body
+    if best is None:
+        return None
+    return best[0]["addr"], best[-1]["addr"], len(best), collections.Counter(op(k) for k in best), load_waits(best, latency)
+
+
+def rotations(arch, latency):
+    """`rotations` mode: the rotation loops of rotate_query_kernel and merge_kernel
+    (kernels/decode_attention.cu), one batch of rotated_coord's matrix loads each."""
+    first, last = function_lines(os.path.join(ROOT, "include", "bgtq", "cuda", "kernel_math.hpp"),
+                                 "BGTQ_HOST_DEVICE float rotated_coord(")
+    with tempfile.TemporaryDirectory() as tmp:
+        listing = disassemble(build(arch, tmp, "decode_attention.cu"), tmp)
+    for kernel in ("rotate_query_kernel", "merge_kernel"):
+        ins = parse(listing, kernel)
+        check_targets(ins, listing)
+        r = rotation_loops(ins, first, last, latency)
+        if r is None:
+            die(f"{kernel}: no loop with rotated_coord's loads (kernel_math.hpp:{first}-{last})")
+        f, l, n, c, (cyc, rts, _, nld) = r
+        print(f"{kernel}, sm_{arch}: rotation batch loop {f:#x}..{l:#x}: {n} instructions, {c['LDG']} global loads, "
+              f"{c['FFMA']} FFMA; one pass: {rts} round trips, {cyc} cycles at {latency} per global load")
+
+
 def anchors_of(ins):
     """addr -> 'file:line#n' for every instruction (n: its rank among the instructions of
     that source line, in address order), and for conditional branches and indirect jumps
@@ -520,14 +568,17 @@ def selftest(fixture):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("mode", choices=["loops", "trace", "dump", "anchor", "rebase", "selftest"])
+    ap.add_argument("mode", choices=["loops", "trace", "dump", "anchor", "rebase", "selftest", "rotations"])
     ap.add_argument("path", nargs="?", help="trace, anchor, rebase: a path file (JSON)")
     ap.add_argument("--arch", default="90")
     ap.add_argument("--show", help="trace: print the path's instructions between two addresses, A-B")
-    ap.add_argument("--latency", type=int, default=600, help="trace of a setup path: cycles of a global load (default 600)")
+    ap.add_argument("--latency", type=int, default=600, help="trace of a setup path, rotations: cycles of a global load (default 600)")
     a = ap.parse_args()
     if a.mode == "selftest":
         selftest(a.path or os.path.join(ROOT, "tests", "cuda", "sass", "mini.sass"))
+    if a.mode == "rotations":
+        rotations(a.arch, a.latency)
+        return
     with tempfile.TemporaryDirectory() as tmp:
         cubin = build(a.arch, tmp)
         listing = disassemble(cubin, tmp)

@@ -3,6 +3,7 @@
 // product. CPU only: part of test_cuda (with nvcc) and of test_cuda_emu (always).
 #include <catch2/catch.hpp>
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <set>
@@ -460,6 +461,40 @@ TEST_CASE("mma_stage_offset: the 32-bit and 64-bit divisions agree on both sides
     const int P = 64 * (1 + static_cast<int>(r.next_u64() % 64));
     INFO("part offset " << off << ", P " << P);
     REQUIRE(mma_stage_offset(off, P) == wide(off, P));
+  }
+}
+
+TEST_CASE("rotated_coord is the plain multiply-add chain bit for bit, at every group size", "[gpu][rotation]") {
+  // rotated_coord (the query rotation and the merge's rotation back) reads the matrix in
+  // whole batches of 64 and pads the last one with (-0) * (+0) terms; the sum must be
+  // acc = fmaf(x_i, m_i, acc) over i = 0..n-1 from +0, to the bit. The tiny case makes
+  // the chain end at -0 (products that underflow), which a +0 padding term would flip.
+  using bgtq::cuda::rotated_coord;
+  const auto bits = [](float v) {
+    std::uint32_t b;
+    std::memcpy(&b, &v, 4);
+    return b;
+  };
+  bgtq::counter_rng r(77, 5);
+  for (int n : {2, 6, 24, 36, 62, 63, 64, 65, 96, 127, 128, 129, 192, 256}) {
+    for (int kind = 0; kind < 3; ++kind) {
+      std::vector<float> fwd(static_cast<std::size_t>(n) * static_cast<std::size_t>(n)), x(static_cast<std::size_t>(n));
+      for (auto& v : fwd) v = kind == 2 ? 1e-20f * static_cast<float>(1.0 + r.uniform()) : static_cast<float>(r.normal());
+      for (auto& v : x) v = kind == 2 ? -1e-30f : static_cast<float>(r.normal());
+      if (kind == 1)  // signed zeros among the inputs
+        for (std::size_t i = 0; i < x.size(); i += 3) x[i] = i % 2 ? 0.0f : -0.0f;
+      std::size_t minus_zero = 0;
+      for (int o = 0; o < n; ++o) {
+        float want = 0.0f;
+        for (int i = 0; i < n; ++i)
+          want = std::fma(x[static_cast<std::size_t>(i)], fwd[static_cast<std::size_t>(i) * n + static_cast<std::size_t>(o)], want);
+        const float got = rotated_coord(fwd.data(), n, o, [&](int i) { return x[static_cast<std::size_t>(i)]; });
+        INFO("n " << n << ", kind " << kind << ", coordinate " << o);
+        REQUIRE(bits(got) == bits(want));
+        minus_zero += bits(want) == 0x80000000u;
+      }
+      if (kind == 2) REQUIRE(minus_zero == static_cast<std::size_t>(n));  // the case it is there for
+    }
   }
 }
 

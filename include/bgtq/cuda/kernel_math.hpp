@@ -225,27 +225,40 @@ BGTQ_HOST_DEVICE void loads_issued() {
 //! AVX2/AVX-512 dense product (rotation/kernels.hpp axpy_block), so Haar rotations
 //! give bit-identical coordinates; other rotations (and the scalar CPU path) differ
 //! in the last bits.
-//! The matrix entries are read 16 at a time before their multiply-adds, so a GPU thread
-//! has 16 independent loads in flight instead of one load per link of the chain (a
-//! lone CTA per head otherwise waits a memory latency per coordinate: measured on an
-//! H200, rotate_query_kernel took 25-29 us for 32 heads); the order of the multiply-adds,
+//! The matrix entries are read in batches of `rotation_batch` (64) before their
+//! multiply-adds, every batch whole: past the group's end the loads repeat its last row
+//! and the multiply-adds add (-0)·(+0), which leaves the sum as it was. So a GPU thread
+//! waits one memory latency per 64 coordinates, whatever n is (a lone CTA per head otherwise waits one per coordinate:
+//! measured on an H200 with one load per link of the chain, rotate_query_kernel took
+//! 25-29 us for 32 heads; with batches of 16 and a serial tail, a 62-coordinate group
+//! still took about 7 round trips, read off the SASS). The order of the multiply-adds,
 //! and so every bit of the result, is unchanged. The rotation back (merge_kernel) calls
 //! it with P row-major for coordinate o of P^T y: fmaf is symmetric in its factors.
+inline constexpr int rotation_batch = 64;  // the unroll pragmas below spell it out
+
 template <class Get>
 BGTQ_HOST_DEVICE float rotated_coord(const float* fwd, int n, int o, const Get& x) {
-  constexpr int batch = 16;
-  const std::size_t ld = static_cast<std::size_t>(n);
   float acc = 0.0f;
-  int i = 0;
-  for (; i + batch <= n; i += batch) {
-    float m[batch];  // in registers only if both loops unroll (asked for on each compiler)
-    BGTQ_DETAIL_UNROLL(16)
-    for (int u = 0; u < batch; ++u) m[u] = fwd[static_cast<std::size_t>(i + u) * ld + static_cast<std::size_t>(o)];
+  const float* col = fwd + o;  // fwd[i*n + o]: row i of column o
+  for (int i = 0; i < n; i += rotation_batch) {
+    // in registers only if both loops unroll (asked for on each compiler; on sm_90 the
+    // 64 loads are issued before the first multiply-add, 128 registers in all)
+    float m[rotation_batch];
+    const float* row = col + static_cast<std::size_t>(i) * static_cast<std::size_t>(n);
+    BGTQ_DETAIL_UNROLL(64)
+    for (int u = 0; u < rotation_batch; ++u) {
+      m[u] = *row;
+      if (i + u + 1 < n) row += n;  // past the end the batch re-reads the last row
+    }
     loads_issued();
-    BGTQ_DETAIL_UNROLL(16)
-    for (int u = 0; u < batch; ++u) acc = fmaf(x(i + u), m[u], acc);
+    BGTQ_DETAIL_UNROLL(64)
+    for (int u = 0; u < rotation_batch; ++u) {
+      // past the end: (-0) * (+0) = -0, and acc + (-0) is acc bit for bit (also for
+      // acc = -0); a predicated multiply-add instead made ptxas sink the loads again
+      const bool in = i + u < n;
+      acc = fmaf(in ? x(i + u) : -0.0f, in ? m[u] : 0.0f, acc);
+    }
   }
-  for (; i < n; ++i) acc = fmaf(x(i), fwd[static_cast<std::size_t>(i) * ld + static_cast<std::size_t>(o)], acc);
   return acc;
 }
 
