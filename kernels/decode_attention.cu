@@ -37,62 +37,69 @@ __global__ void __launch_bounds__(decode_threads) rotate_query_kernel(const deco
   allow_dependent_launch();  // the split kernel may start its CTAs (it waits before reading qrot)
   float* s_x = dynamic_smem<float>();  // [D] the query, float
   float* s_g = s_x + p.D;              // [D] the query gathered in key-coordinate order
-  unsigned* s_bad = reinterpret_cast<unsigned*>(s_g + p.D);
-  __shared__ double s_ss[decode_threads / 32];  // per-warp sums of squares
-  __shared__ group_meta s_gm[max_part_groups];   // the head's key groups
+  __shared__ double s_ss[decode_threads / 32];   // per-warp sums of squares
+  __shared__ rotation_coord s_rc[max_head_dim];  // the head's key coordinates (tables.hpp)
   const int hq = blockIdx.x;
   const int b = blockIdx.y;
-  const head_meta hm = p.heads[p.layer * p.Hkv + hq / p.G];
+  const std::size_t head = static_cast<std::size_t>(p.layer) * p.Hkv + hq / p.G;
+  const rotation_coord* rc = p.rot_coords + head * 2 * p.D;  // the key part
   const std::size_t base = (static_cast<std::size_t>(b) * p.Hq + hq) * p.D;
-  if (threadIdx.x == 0) *s_bad = 0u;
-  __syncthreads();
+  // Each coordinate's group entry is loaded with its query element and the head's key
+  // bound, all before the first wait, so the rotation's first batch of matrix loads is
+  // the kernel's second round trip to memory (with head_meta -> group rows -> dims it
+  // was the fourth; before the groups were rotated side by side, about 20 for a
+  // Block-GTQ head of four key groups, read off the SASS).
+  const double key_bound = p.heads[head].key_bound;
   double ss = 0.0;
-  for (int d = threadIdx.x; d < p.D; d += blockDim.x) {
-    const float x = load_element(p.q, base + d, p.q_type);
-    s_x[d] = x;
-    if (!(fabsf(x) <= 3.402823466e38f)) atomicOr(s_bad, 1u);  // NaN fails every comparison
-    ss += static_cast<double>(x) * static_cast<double>(x);
+  int bad = 0;
+  // Straight-line code, every load before the first store: in a loop ptxas made the
+  // first load wait for key_bound's, and a store between loads waits for them.
+  constexpr int per_thread = max_head_dim / decode_threads;
+  rotation_coord e[per_thread];
+  float x[per_thread];
+#pragma unroll
+  for (int k = 0; k < per_thread; ++k) {
+    const int d = static_cast<int>(threadIdx.x) + k * decode_threads;
+    if (d < p.D) {
+      e[k] = rc[d];
+      x[k] = load_element(p.q, base + d, p.q_type);
+    }
+  }
+  loads_issued();
+#pragma unroll
+  for (int k = 0; k < per_thread; ++k) {
+    const int d = static_cast<int>(threadIdx.x) + k * decode_threads;
+    if (d < p.D) {
+      s_rc[d] = e[k];
+      s_x[d] = x[k];
+      bad |= !(fabsf(x[k]) <= 3.402823466e38f);  // NaN fails every comparison
+      ss += static_cast<double>(x[k]) * static_cast<double>(x[k]);
+    }
   }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   if ((threadIdx.x & 31) == 0) s_ss[threadIdx.x >> 5] = ss;
-  __syncthreads();
+  bad = __syncthreads_or(bad);
   double qn2 = 0.0;
   for (int w = 0; w < decode_threads / 32; ++w) qn2 += s_ss[w];
-  const double kb = attended_key_norm_bound(hm.key_bound, p.wcap > 0, p.D);
+  const double kb = attended_key_norm_bound(key_bound, p.wcap > 0, p.D);
   const bool too_large = sqrt(qn2) > max_query_norm(kb, static_cast<double>(p.scale));  // NaN: false (caught above)
   float* dst = p.qrot + base;
-  if (*s_bad != 0u || too_large) {  // CTA-uniform
+  if (bad != 0 || too_large) {  // CTA-uniform
     for (int d = threadIdx.x; d < p.D; d += blockDim.x) dst[d] = std::numeric_limits<float>::quiet_NaN();
     if (threadIdx.x == 0 && p.nonfinite != nullptr) atomicAdd(p.nonfinite, 1ull);
     return;
   }
-  // Each thread takes the key coordinates c = tid, tid + 128, ... of whatever group
-  // holds them, so the groups are rotated side by side, not one after another: with the
-  // group table read once (all rows in one round of loads), one load of dims per
-  // coordinate and rotated_coord's batches of 64, a head costs about four round trips to
-  // memory after its query (head_meta, groups, dims, one per 64 coordinates of its
-  // largest group) however many key groups it has. Before: per group a table load, a
-  // dims loop and the rotation's batches, one group after another (about 20 round trips
-  // for a Block-GTQ head of four groups, read off the SASS).
-  const int ng = hm.key_count;  // <= max_part_groups (cuda::create checks)
-  if (static_cast<int>(threadIdx.x) < ng) s_gm[threadIdx.x] = p.groups[hm.key_first + threadIdx.x];
+  // Thread c takes the key coordinates c, c + 128, ... of whatever group holds them, so
+  // the groups are rotated side by side, not one after another.
+  for (int c = threadIdx.x; c < p.D; c += blockDim.x)
+    if (s_rc[c].n() > 0) s_g[c] = s_x[s_rc[c].dim()];
   __syncthreads();
-  const int covered = ng > 0 ? s_gm[ng - 1].coord_off + s_gm[ng - 1].n : 0;  // the groups tile [0, covered) in order
-  for (int c = threadIdx.x; c < covered; c += blockDim.x) {
-    int gi = 0;
-    while (gi + 1 < ng && s_gm[gi + 1].coord_off <= c) ++gi;
-    s_g[c] = s_x[p.dims[s_gm[gi].dims + c - s_gm[gi].coord_off]];
+  for (int c = threadIdx.x; c < p.D; c += blockDim.x) {
+    const rotation_coord rc_c = s_rc[c];
+    const float* xg = s_g + rc_c.first();
+    dst[c] = rc_c.n() > 0 ? rotated_coord(p.rot + rc_c.col, rc_c.n(), 0, [xg](int j) { return xg[j]; }) : 0.0f;
   }
-  __syncthreads();
-  for (int c = threadIdx.x; c < covered; c += blockDim.x) {
-    int gi = 0;
-    while (gi + 1 < ng && s_gm[gi + 1].coord_off <= c) ++gi;
-    const group_meta& g = s_gm[gi];
-    const float* xg = s_g + g.coord_off;
-    dst[c] = rotated_coord(p.rot + g.rot, g.n, c - g.coord_off, [xg](int j) { return xg[j]; });
-  }
-  for (int d = covered + static_cast<int>(threadIdx.x); d < p.D; d += blockDim.x) dst[d] = 0.0f;
 }
 
 // ---------------------------------------------------------------- 2. split scan
@@ -395,25 +402,64 @@ __global__ void __launch_bounds__(decode_threads) decode_split_kernel(const deco
 
 // ---------------------------------------------------------------- 3. merge
 
-__global__ void __launch_bounds__(decode_threads) merge_kernel(const decode_kparams p) {
-  grid_dependency_wait();  // the split kernel's partials (and, through it, qrot)
+struct alignas(8) softmax_pair {  // a split's (m, l) in the workspace (8-byte aligned: decode_workspace)
+  float m, l;
+};
+
+// On sm_90, 4 CTAs per SM (at most 128 registers): the merge runs Hq * B CTAs, 512 at
+// Hq = 32, B = 16, one wave on a 132-SM H100/H200 at 4 per SM and two at 3 (ptxas chose
+// 130 registers unbounded). Not on sm_80: 128 registers spill there (72-100 bytes), and
+// an A100 (108 SMs) needs two waves at B = 16 either way.
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define BGTQ_MERGE_MIN_CTAS 4
+#else
+#define BGTQ_MERGE_MIN_CTAS 1
+#endif
+__global__ void __launch_bounds__(decode_threads, BGTQ_MERGE_MIN_CTAS) merge_kernel(const decode_kparams p) {
   float* sm = dynamic_smem<float>();
   float* s_y = sm;             // [D] merged accumulator, rotated value coordinates
   float* s_x = s_y + p.D;      // [D] rotated back to head dims
   float* s_q = s_x + p.D;      // [D] the raw query (window scores)
   float* s_ws = s_q + p.D;     // [window_cap] window scores, then weights
+  __shared__ rotation_coord s_rc[max_head_dim];  // the head's value coordinates (tables.hpp)
   const int hq = blockIdx.x;
   const int b = blockIdx.y;
   const int h = hq / p.G;
   const int tid = threadIdx.x;
   const int lane = tid & 31;
   const int warp = tid >> 5;
-  const head_meta hm = p.heads[p.layer * p.Hkv + h];
-  const int nvc = hm.value_coords;
+  const std::size_t head = static_cast<std::size_t>(p.layer) * p.Hkv + h;
   const std::size_t row0 = (static_cast<std::size_t>(b) * p.Hq + hq) * p.splits;
   const std::size_t qbase = (static_cast<std::size_t>(b) * p.Hq + hq) * p.D;
-  if (p.qrot[qbase] != p.qrot[qbase]) {  // NaN: a non-finite query (rotate_query_kernel): NaN outputs; CTA-uniform
-    for (int d = tid; d < p.D; d += decode_threads) p.out[qbase + d] = p.qrot[qbase];
+  // What is not the split kernel's output is read before the wait for it (overlapping
+  // its tail): the value coordinates' group entries (the rotation back then needs no
+  // group row or dims load of its own), head_meta, and the raw query (for the window;
+  // the caller's input, complete before rotate_query_kernel started, which the split
+  // kernel and so this one follow). All are waited for with the query test, in one
+  // round trip: straight-line code with every load before the first store, as in
+  // rotate_query_kernel.
+  const rotation_coord* rc = p.rot_coords + (head * 2 + 1) * p.D;
+  constexpr int per_thread = max_head_dim / decode_threads;
+  rotation_coord e[per_thread];
+  float qv[per_thread];
+#pragma unroll
+  for (int k = 0; k < per_thread; ++k)
+    if (tid + k * decode_threads < p.D) {
+      e[k] = rc[tid + k * decode_threads];
+      qv[k] = load_element(p.q, qbase + tid + k * decode_threads, p.q_type);
+    }
+  const int nvc = load_now(&p.heads[head].value_coords);  // volatile: a plain load went behind the stores below
+  grid_dependency_wait();  // the split kernel's partials (and, through it, qrot)
+  const float q0 = p.qrot[qbase];
+  loads_issued();
+#pragma unroll
+  for (int k = 0; k < per_thread; ++k)
+    if (tid + k * decode_threads < p.D) {
+      s_rc[tid + k * decode_threads] = e[k];
+      s_q[tid + k * decode_threads] = qv[k];
+    }
+  if (q0 != q0) {  // NaN: a non-finite query (rotate_query_kernel): NaN outputs; CTA-uniform
+    for (int d = tid; d < p.D; d += decode_threads) p.out[qbase + d] = q0;
     return;
   }
 
@@ -430,8 +476,9 @@ __global__ void __launch_bounds__(decode_threads) merge_kernel(const decode_kpar
 #pragma unroll
     for (int u = 0; u < batch; ++u) {
       const int s = s0 + u < p.splits ? s0 + u : p.splits - 1;  // in bounds; unused past the end
-      m[u] = ml[2 * s];
-      l[u] = ml[2 * s + 1];
+      const softmax_pair v = reinterpret_cast<const softmax_pair*>(ml)[s];  // one 8-byte load (the l of
+      m[u] = v.m;                                                           // split 0 alone went behind
+      l[u] = v.l;                                                           // the first merge)
       const float* as = acc + static_cast<std::size_t>(s) * p.D;
       x0[u] = tid < nvc ? as[tid] : 0.0f;
       x1[u] = tid + decode_threads < nvc ? as[tid + decode_threads] : 0.0f;
@@ -448,18 +495,14 @@ __global__ void __launch_bounds__(decode_threads) merge_kernel(const decode_kpar
   }
   if (tid < nvc) s_y[tid] = a0;
   if (tid + decode_threads < nvc) s_y[tid + decode_threads] = a1;
-  for (int d = tid; d < p.D; d += decode_threads) {
-    s_x[d] = 0.0f;
-    s_q[d] = load_element(p.q, qbase + d, p.q_type);
-  }
+  for (int d = tid; d < p.D; d += decode_threads) s_x[d] = 0.0f;
   __syncthreads();
-  // 2. rotate back once per value group: x[dims[i]] = sum_j P[j][i] y[coord_off + j]
-  for (int gi = 0; gi < hm.value_count; ++gi) {
-    const group_meta g = p.groups[hm.value_first + gi];
-    const float* bwd = p.rot + g.rot + static_cast<std::size_t>(g.n) * g.n;
-    const int* dims = p.dims + g.dims;
-    const float* yg = s_y + g.coord_off;
-    for (int i = tid; i < g.n; i += decode_threads) s_x[dims[i]] = rotated_coord(bwd, g.n, i, [yg](int j) { return yg[j]; });
+  // 2. rotate back once per value group, the groups side by side:
+  // x[dims_g[i]] = sum_j P_g[j][i] y[coord_off_g + j] for value coordinate c = coord_off_g + i
+  for (int c = tid; c < p.D; c += decode_threads) {
+    const rotation_coord rc_c = s_rc[c];
+    const float* yg = s_y + rc_c.first();
+    if (rc_c.n() > 0) s_x[rc_c.dim()] = rotated_coord(p.rot + rc_c.col, rc_c.n(), 0, [yg](int j) { return yg[j]; });
   }
   // 3. the fp16 window in the same softmax. Nothing here is serial over the window: warp
   // w scores tokens w*4 .. w*4+3, then every 4*NW-th group (four rows of D/32 elements in
@@ -675,7 +718,7 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
   // predecessor's tail (BGTQ_LAUNCH_OVERLAP); rotate waits for the caller's earlier work.
   const dim3 head_grid(static_cast<unsigned>(d.q_heads), static_cast<unsigned>(a.batch));
   const dim3 block(decode_threads);
-  BGTQ_LAUNCH(rotate_query_kernel, head_grid, block, static_cast<std::size_t>(2 * d.head_dim + 1) * 4u, st, kp);
+  BGTQ_LAUNCH(rotate_query_kernel, head_grid, block, static_cast<std::size_t>(2 * d.head_dim) * 4u, st, kp);
   BGTQ_CUDA_LAUNCHED("rotate_query_kernel");
 
   const errc e = mma ? launch_split_mma(kp, run, *p_, st)

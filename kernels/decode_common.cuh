@@ -28,6 +28,19 @@ struct decode_kparams : layer_params {
   unsigned long long* nonfinite;  // optional: count of non-finite queries
 };
 
+//! *p read where it is written: a volatile load, which ptxas neither drops nor sinks into
+//! the branch that uses it (decode_mma.cu: a plain load of the first unit's page went behind the
+//! `warp < units` test, after the other setup loads had been waited for).
+__device__ __forceinline__ int load_now(const int* p) {
+#if defined(BGTQ_CUDA_EMULATION)
+  return *p;
+#else
+  int v;
+  asm volatile("ld.volatile.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+  return v;
+#endif
+}
+
 __device__ __forceinline__ float warp_max(float v) {
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));

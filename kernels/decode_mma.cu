@@ -91,19 +91,6 @@ __device__ __forceinline__ void cp_wait() {
 #endif
 }
 
-//! *p read where it is written: a volatile load, which ptxas neither drops nor sinks into
-//! the branch that uses it (a plain load of the first unit's page went behind the
-//! `warp < units` test, after the other setup loads had been waited for).
-__device__ __forceinline__ int load_now(const int* p) {
-#if defined(BGTQ_CUDA_EMULATION)
-  return *p;
-#else
-  int v;
-  asm volatile("ld.volatile.global.s32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
-  return v;
-#endif
-}
-
 __device__ __forceinline__ float warp_max_quad(float v) {  // over the 8 lanes of equal tq
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 4));
   v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, 8));

@@ -92,6 +92,7 @@ errc build(const cache_desc& d, device_cache::impl& m) {
   if (errc e = upload_table(m.rot, t.rot); e != errc::ok) return e;
   if (errc e = upload_table(m.cent, t.cent); e != errc::ok) return e;
   if (errc e = upload_table(m.thr, t.thr); e != errc::ok) return e;
+  if (errc e = upload_table(m.rot_coords, t.rot_coords); e != errc::ok) return e;
   m.mma_tables = build_mma_tables(t, d);
   if (errc e = upload_table(m.mma_groups, m.mma_tables.groups); e != errc::ok) return e;
   if (errc e = upload_table(m.mma_half, m.mma_tables.half); e != errc::ok) return e;

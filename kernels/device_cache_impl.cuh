@@ -56,6 +56,7 @@ struct layer_params {
   const float* rot;           //!< dense rotation matrices
   const float* cent;          //!< centroids
   const float* thr;           //!< thresholds (encode only)
+  const rotation_coord* rot_coords;  //!< [layer * Hkv + h][key, value][D] (decode's rotations)
   int layer, Hkv, D, P;       //!< layer, KV heads, head_dim, page_tokens
 };
 
@@ -79,6 +80,7 @@ struct device_cache::impl {
   float* rot = nullptr;
   float* cent = nullptr;
   float* thr = nullptr;
+  rotation_coord* rot_coords = nullptr;
   mma_group* mma_groups = nullptr;     // mma_tables' rows, uploaded (tensor-core decode)
   std::uint16_t* mma_half = nullptr;
   std::int16_t* mma_cpos = nullptr;
@@ -97,6 +99,7 @@ struct device_cache::impl {
     cudaFree(rot);
     cudaFree(cent);
     cudaFree(thr);
+    cudaFree(rot_coords);
     cudaFree(mma_groups);
     cudaFree(mma_half);
     cudaFree(mma_cpos);
@@ -105,7 +108,7 @@ struct device_cache::impl {
   }
   //! The tables and shape for kernels working on `layer`.
   layer_params layer_view(int layer) const {
-    return {pool, heads, groups, dims, rot, cent, thr, layer, desc.kv_heads, desc.head_dim, desc.page_tokens};
+    return {pool, heads, groups, dims, rot, cent, thr, rot_coords, layer, desc.kv_heads, desc.head_dim, desc.page_tokens};
   }
   const head_meta& head(int layer, int h) const {
     return tables.heads[static_cast<std::size_t>(layer) * static_cast<std::size_t>(desc.kv_heads) + static_cast<std::size_t>(h)];

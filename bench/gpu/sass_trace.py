@@ -48,7 +48,10 @@ the entry until it first reaches the start (the unit loop). Its trace also runs 
 latency model of the global loads (load_waits: the scoreboards each instruction sets and
 waits for, read from its control bits) and prints the round trips to memory that follow
 one another on the path, the most a CTA of a short sequence pays before its first unit
-(docs/gpu.md, "The split kernel's setup").
+(docs/gpu.md, "The split kernel's setup"). A path's "kernel" and "source" name another
+kernel and its file in kernels/ (--kernel and --source do it for `dump` and `loops`):
+sass_paths/rotate_query_setup.json and merge_setup.json trace rotate_query_kernel and
+merge_kernel from their entry to their rotation loop (docs/gpu.md, "The rotation kernels").
 
 A kernel change moves every address, so a path is carried to the new build by `rebase`:
 `anchor` records, for each decided address, its source line and its rank among the
@@ -573,16 +576,20 @@ def main():
     ap.add_argument("--arch", default="90")
     ap.add_argument("--show", help="trace: print the path's instructions between two addresses, A-B")
     ap.add_argument("--latency", type=int, default=600, help="trace of a setup path, rotations: cycles of a global load (default 600)")
+    ap.add_argument("--kernel", help=f"the kernel (default: the path's \"kernel\", else {KERNEL})")
+    ap.add_argument("--source", help="its file in kernels/ (default: the path's \"source\", else decode_mma.cu)")
     a = ap.parse_args()
     if a.mode == "selftest":
         selftest(a.path or os.path.join(ROOT, "tests", "cuda", "sass", "mini.sass"))
     if a.mode == "rotations":
         rotations(a.arch, a.latency)
         return
+    path = json.load(open(a.path)) if a.path else {}
+    kernel = a.kernel or path.get("kernel", KERNEL)
     with tempfile.TemporaryDirectory() as tmp:
-        cubin = build(a.arch, tmp)
+        cubin = build(a.arch, tmp, a.source or path.get("source", "decode_mma.cu"))
         listing = disassemble(cubin, tmp)
-    ins = parse(listing, KERNEL)
+    ins = parse(listing, kernel)
     check_targets(ins, listing)
     # the build's identity: its instruction words (not the cubin, whose line tables name the checkout's path)
     digest = hashlib.sha256(b"".join(struct.pack("<QQ", k["lo"], k["hi"]) for k in ins)).hexdigest()
@@ -590,7 +597,7 @@ def main():
         for k in ins:
             print(f"{k['addr']:#7x}  {k['txt'] or op(k):60s}  [{k['line']}]")
         return
-    print(f"{KERNEL}, sm_{a.arch}: {len(ins)} instructions (code sha256 {digest})", file=sys.stderr if a.mode in ("anchor", "rebase") else sys.stdout)
+    print(f"{kernel}, sm_{a.arch}: {len(ins)} instructions (code sha256 {digest})", file=sys.stderr if a.mode in ("anchor", "rebase") else sys.stdout)
     if a.mode == "loops":
         print("loop (first..back edge)   body  HMMA  LDS  PRMT  SHF  LOP3")
         for s, e, n, c in loops(ins):
@@ -598,7 +605,6 @@ def main():
         return
     if not a.path:
         die(f"{a.mode} needs a path file")
-    path = json.load(open(a.path))
     if a.mode == "rebase":  # to stdout: the path carried to this build
         json.dump(rebase_path(ins, listing, path, digest), sys.stdout, indent=1)
         print()
@@ -617,7 +623,7 @@ def main():
     c = collections.Counter(op(k) for k in seq)
     if "entry" in path:
         cyc, stalls, after, nld = load_waits(seq, a.latency)
-        print(f"{path.get('name', a.path)}: {len(seq)} warp instructions from the entry to the unit loop; {nld} global "
+        print(f"{path.get('name', a.path)}: {len(seq)} warp instructions from the entry to {path['start']}; {nld} global "
               f"loads in {stalls} round trips, {after} of them after the wait for the previous kernel; {cyc} cycles at "
               f"{a.latency} per global load and 1 per instruction (no other latency)")
     else:

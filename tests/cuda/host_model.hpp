@@ -102,17 +102,19 @@ inline void model_decode(const cache_desc& d, const device_tables& t, const std:
   auto head = [&](int h) -> const head_meta& { return t.heads[static_cast<std::size_t>(in.layer * Hkv + h)]; };
   auto grp = [&](int i) -> const group_meta& { return t.groups[static_cast<std::size_t>(i)]; };
 
-  // 1. rotate_query_kernel
+  // 1. rotate_query_kernel: every key coordinate through its rotation_coord entry
   for (int b = 0; b < in.batch; ++b)
     for (int hq = 0; hq < Hq; ++hq) {
-      const head_meta& hm = head(hq / G);
       const float* x = in.q + (static_cast<std::size_t>(b) * Hq + hq) * D;
-      for (int gi = 0; gi < hm.key_count; ++gi) {
-        const group_meta& g = grp(hm.key_first + gi);
-        const int* dims = t.dims.data() + g.dims;
-        for (int i = 0; i < g.n; ++i)
-          qrot[(static_cast<std::size_t>(b) * Hq + hq) * D + g.coord_off + i] =
-              rotated_coord(t.rot.data() + g.rot, g.n, i, [&](int j) { return x[dims[j]]; });
+      const rotation_coord* rc = t.rot_coords.data() + static_cast<std::size_t>(in.layer * Hkv + hq / G) * 2 * D;
+      std::vector<float> xg(static_cast<std::size_t>(D), 0.0f);  // the query in key-coordinate order
+      for (int c = 0; c < D; ++c)
+        if (rc[c].n() > 0) xg[static_cast<std::size_t>(c)] = x[rc[c].dim()];
+      for (int c = 0; c < D; ++c) {
+        const rotation_coord& e = rc[c];
+        const float* xe = xg.data() + e.first();
+        qrot[(static_cast<std::size_t>(b) * Hq + hq) * D + c] =
+            e.n() > 0 ? rotated_coord(t.rot.data() + e.col, e.n(), 0, [xe](int j) { return xe[j]; }) : 0.0f;
       }
     }
 
@@ -262,12 +264,11 @@ inline void model_decode(const cache_desc& d, const device_tables& t, const std:
         for (int c = 0; c < hm.value_coords; ++c)
           y[static_cast<std::size_t>(c)] = fmaf(fb, accw[(row0 + s) * D + static_cast<std::size_t>(c)], fa * y[static_cast<std::size_t>(c)]);
       }
-      for (int gi = 0; gi < hm.value_count; ++gi) {
-        const group_meta& g = grp(hm.value_first + gi);
-        const float* bwd = t.rot.data() + g.rot + static_cast<std::size_t>(g.n) * g.n;
-        const float* yg = y.data() + g.coord_off;
-        for (int i = 0; i < g.n; ++i)
-          x[static_cast<std::size_t>(t.dims[static_cast<std::size_t>(g.dims + i)])] = rotated_coord(bwd, g.n, i, [yg](int j) { return yg[j]; });
+      const rotation_coord* rc = t.rot_coords.data() + (static_cast<std::size_t>(in.layer * Hkv + h) * 2 + 1) * D;
+      for (int c = 0; c < D; ++c) {
+        const rotation_coord& e = rc[c];
+        const float* yg = y.data() + e.first();
+        if (e.n() > 0) x[static_cast<std::size_t>(e.dim())] = rotated_coord(t.rot.data() + e.col, e.n(), 0, [yg](int j) { return yg[j]; });
       }
       const float* q = in.q + (static_cast<std::size_t>(b) * Hq + hq) * D;
       int nwin = in.window_len ? in.window_len[b] : 0;

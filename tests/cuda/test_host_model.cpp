@@ -223,6 +223,33 @@ TEST_CASE("uploaded tables reproduce the host cache's byte layout", "[cuda][host
             const float yo = bc::rotated_coord(t.rot.data() + gm.rot, gm.n, o, [&](int i) { return x[static_cast<std::size_t>(i)]; });
             REQUIRE(std::fabs(yo - y[static_cast<std::size_t>(o)]) <= 1e-5f * (1.0f + std::fabs(y[static_cast<std::size_t>(o)])));
           }
+          // rot_coords: each rotated coordinate's group, head dim and matrix column, read
+          // against the description (not the group table); coordinates no group holds are 0
+          REQUIRE(t.rot_coords.size() == static_cast<std::size_t>(s.layers * s.kv_heads * 2 * D));
+          for (int part = 0; part < 2; ++part) {
+            const std::size_t hi = static_cast<std::size_t>(l * s.kv_heads + h);
+            const bc::codec_desc& cd = part == 0 ? d.keys[hi] : d.values[hi];
+            const bc::rotation_coord* rc = t.rot_coords.data() + (hi * 2 + static_cast<std::size_t>(part)) * static_cast<std::size_t>(D);
+            std::vector<int> seen(static_cast<std::size_t>(D), 0);
+            for (const bc::group_desc& g : cd.groups) {
+              const std::size_t n = static_cast<std::size_t>(g.dim);
+              for (std::size_t o = 0; o < n; ++o) {
+                const bc::rotation_coord& e = rc[static_cast<std::size_t>(g.coord_off) + o];
+                INFO("part " << part << " coordinate " << g.coord_off + static_cast<int>(o));
+                ++seen[static_cast<std::size_t>(g.coord_off) + o];
+                REQUIRE(e.n() == g.dim);
+                REQUIRE(e.first() == g.coord_off);
+                REQUIRE(e.dim() == g.dims[o]);
+                // keys: rotated_coord reads rot[col + j*n] = P[o][j]; values: P[j][o]
+                for (std::size_t j = 0; j < n; ++j)
+                  REQUIRE(t.rot[e.col + j * n] == (part == 0 ? g.matrix[o * n + j] : g.matrix[j * n + o]));
+              }
+            }
+            for (int c = 0; c < D; ++c) {
+              REQUIRE(seen[static_cast<std::size_t>(c)] <= 1);
+              if (seen[static_cast<std::size_t>(c)] == 0) REQUIRE((rc[c].meta == 0 && rc[c].col == 0));
+            }
+          }
         }
       REQUIRE(t.pool_bytes == pool);
     }

@@ -69,6 +69,36 @@ struct group_meta {
   std::uint64_t rot = 0;       //!< float offset into the rotation table
 };
 
+//! One rotated coordinate c of a head's key or value part, flattened from its group so
+//! that the rotation kernels reach the matrix in one load instead of three dependent ones
+//! (head_meta -> group_meta -> dims; device_tables::rot_coords, built by build_tables).
+//! Coordinate c lies in the group whose coordinates are [first, first + n), at local
+//! index o = c - first:
+//! `// keys   (y = P x):   y[c]      = rotated_coord(rot + col, n, 0, x_g), x_g[j] = q[dims_g[j]], dim = dims_g[o]`
+//! `// values (x = P^T y): x[dim]    = rotated_coord(rot + col, n, 0, y + first)`
+//! col = the group's rot (keys) or rot + n*n (values), plus o. n = 0: c is past the
+//! part's groups (its rotated coordinate is 0).
+struct alignas(16) rotation_coord {
+  std::uint64_t col = 0;   //!< float offset into the rotation table of column o of the group's matrix
+  std::uint64_t meta = 0;  //!< n | first << 16 | dim << 32 (make_rotation_coord): two plain words, so a
+                           //!< kernel copies an entry without touching its fields
+  //! The group's coordinates; 0: no group holds c.
+  BGTQ_HOST_DEVICE int n() const { return static_cast<int>(meta & 0xFFFFu); }
+  //! The group's coord_off.
+  BGTQ_HOST_DEVICE int first() const { return static_cast<int>((meta >> 16) & 0xFFFFu); }
+  //! Head dim of group coordinate o (dims_g[o]): the key element gathered, the value element written.
+  BGTQ_HOST_DEVICE int dim() const { return static_cast<int>((meta >> 32) & 0xFFFFu); }
+};
+
+//! The entry of a coordinate of a group of n coordinates from `first`, column `col`,
+//! head dim `dim` (all of n, first, dim below 2^16: head_dim <= max_head_dim).
+BGTQ_HOST_DEVICE constexpr rotation_coord make_rotation_coord(std::uint64_t col, int n, int first, int dim) {
+  rotation_coord e;
+  e.col = col;
+  e.meta = static_cast<std::uint64_t>(n) | static_cast<std::uint64_t>(first) << 16 | static_cast<std::uint64_t>(dim) << 32;
+  return e;
+}
+
 //! One (layer, KV head) as the kernels see it.
 //! `// pool + offset + page * page_bytes = page part; [key part (key bytes)][value part at value_offset]`
 struct head_meta {

@@ -27,6 +27,7 @@ struct device_tables {
   std::vector<float> rot;          //!< per group: P^T row-major then P row-major
   std::vector<float> cent;         //!< per group: 2^bits centroids
   std::vector<float> thr;          //!< per group: 2^bits - 1 thresholds, then +inf
+  std::vector<rotation_coord> rot_coords;  //!< [layer * kv_heads + h][part: key, value][head_dim]: each rotated coordinate's group
   // per layer: maxima over its heads (shared-memory sizing)
   std::vector<int> key_coords, key_cent, value_coords, value_cent, value_groups, norm_corr;
   std::size_t pool_bytes = 0;      //!< bytes of the page pool
@@ -160,6 +161,17 @@ inline device_tables build_tables(const cache_desc& d) {
         bound_sq += ::bgtq::detail::tq_group_norm_sq_bound(g.dim, cmax, g.fp32_radius);
         t.norm_corr[l] |= gm.norm_correction;
         t.groups.push_back(gm);
+      }
+      // every coordinate's rotation_coord: its matrix column, group and head dim
+      t.rot_coords.resize(t.rot_coords.size() + static_cast<std::size_t>(d.head_dim));
+      rotation_coord* rc = t.rot_coords.data() + t.rot_coords.size() - static_cast<std::size_t>(d.head_dim);
+      for (int gi = first; gi < static_cast<int>(t.groups.size()); ++gi) {
+        const group_meta& gm = t.groups[static_cast<std::size_t>(gi)];
+        const std::uint64_t mat = gm.rot + (part == 0 ? 0u : static_cast<std::uint64_t>(gm.n) * static_cast<std::uint64_t>(gm.n));
+        for (int o = 0; o < gm.n; ++o) {
+          rc[gm.coord_off + o] = make_rotation_coord(mat + static_cast<std::uint64_t>(o), gm.n, gm.coord_off,
+                                                     t.dims[static_cast<std::size_t>(gm.dims + o)]);
+        }
       }
       if (part == 0) {
         hm.key_first = first;

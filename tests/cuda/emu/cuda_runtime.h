@@ -105,6 +105,7 @@ struct launch_state {
   std::vector<std::unique_ptr<std::barrier<>>> warps;
   std::vector<std::uint64_t> shfl;  // [warp][32] exchange slots
   std::vector<std::uint32_t> mma;   // [warp][32][6] mma fragment slots (a[4], b[2])
+  std::atomic<int> any[3] = {0, 0, 0};  // __syncthreads_or: call n of a thread ORs into any[n % 3]
 };
 inline launch_state& state() {
   static launch_state s;
@@ -146,6 +147,7 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, A&&..
   for (unsigned w = 0; w < nw; ++w) s.warps.push_back(std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(std::min(32u, nt - 32 * w))));
   s.shfl.assign(static_cast<std::size_t>(nw) * 32, 0);
   s.mma.assign(static_cast<std::size_t>(nw) * 32 * 6, 0);
+  for (auto& a : s.any) a.store(0);
   blockDim = block;
   gridDim = grid;
   const std::tuple<std::decay_t<P>...> args(std::forward<A>(a)...);
@@ -172,6 +174,20 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, A&&..
 
 // ------------------------------------------------------------------ device functions
 inline void __syncthreads() { bgtq_emu::state().block->arrive_and_wait(); }
+//! Every thread of the CTA makes the same calls, so a thread's n-th call meets the
+//! others' n-th: slot n % 3 collects it; after the barrier thread 0 clears the slot of
+//! call n - 1 (read by everyone before they reached this barrier; written again only by
+//! call n + 2, after the next barrier, which thread 0 reaches after clearing it).
+inline int __syncthreads_or(int pred) {
+  auto& s = bgtq_emu::state();
+  thread_local unsigned calls = 0;  // the threads of a launch are new OS threads
+  const unsigned n = calls++ % 3;
+  if (pred != 0) s.any[n].fetch_or(1);
+  s.block->arrive_and_wait();
+  const int r = s.any[n].load();
+  if (bgtq_emu::flat_tid() == 0) s.any[(n + 2) % 3].store(0);
+  return r;
+}
 inline void __syncwarp(unsigned = 0xffffffffu) { bgtq_emu::state().warps[bgtq_emu::flat_tid() / 32]->arrive_and_wait(); }
 
 template <class T>
