@@ -428,9 +428,13 @@ def anchor_path(ins, listing, path):
 
 
 def source_path(base):
-    """The checkout's file of a basename the line table names (kernels/, include/bgtq/cuda/)."""
-    for d in ("kernels", os.path.join("include", "bgtq", "cuda"), os.path.join("include", "bgtq", "core"), "include/bgtq"):
-        q = os.path.join(ROOT, d, base)
+    """The checkout's file of a basename the line table names (kernels/, then include/bgtq/
+    and its folders: cuda/, attention/ (softmax.hpp), core/, ...)."""
+    dirs = [os.path.join(ROOT, "kernels")]
+    for d, _, _ in sorted(os.walk(os.path.join(ROOT, "include", "bgtq"))):
+        dirs.append(d)
+    for d in dirs:
+        q = os.path.join(d, base)
         if os.path.isfile(q):
             return q
     return None
