@@ -27,6 +27,33 @@ namespace {
 
 // ---------------------------------------------------------------- 1. query rotation
 
+// The rotation_coord entries of one head part and the query elements of this thread's
+// coordinates c = tid + 128 k, in straight-line code: load() issues every load before
+// any store (in a loop ptxas made the first load wait for an earlier one, and a store
+// between loads waits for them), store() writes them to shared memory after whatever
+// the caller waits for in between. Both rotation kernels start this way.
+struct head_coords {
+  static constexpr int per_thread = max_head_dim / decode_threads;
+  rotation_coord e[per_thread];
+  float q[per_thread];
+  __device__ __forceinline__ void load(const rotation_coord* rc, const decode_kparams& p, std::size_t qbase, int tid) {
+#pragma unroll
+    for (int k = 0; k < per_thread; ++k)
+      if (tid + k * decode_threads < p.D) {
+        e[k] = rc[tid + k * decode_threads];
+        q[k] = load_element(p.q, qbase + tid + k * decode_threads, p.q_type);
+      }
+  }
+  __device__ __forceinline__ void store(rotation_coord* s_rc, float* s_q, int D, int tid) const {
+#pragma unroll
+    for (int k = 0; k < per_thread; ++k)
+      if (tid + k * decode_threads < D) {
+        s_rc[tid + k * decode_threads] = e[k];
+        s_q[tid + k * decode_threads] = q[k];
+      }
+  }
+};
+
 // A query with a NaN or Inf element is not rotated: its qrot row becomes all NaN (the
 // merge kernel then writes NaN outputs for it) and it is counted in p.nonfinite. So is a
 // finite query whose scores could overflow float (the CPU's check_decode guard: ||q|| above
@@ -42,7 +69,6 @@ __global__ void __launch_bounds__(decode_threads) rotate_query_kernel(const deco
   const int hq = blockIdx.x;
   const int b = blockIdx.y;
   const std::size_t head = static_cast<std::size_t>(p.layer) * p.Hkv + hq / p.G;
-  const rotation_coord* rc = p.rot_coords + head * 2 * p.D;  // the key part
   const std::size_t base = (static_cast<std::size_t>(b) * p.Hq + hq) * p.D;
   // Each coordinate's group entry is loaded with its query element and the head's key
   // bound, all before the first wait, so the rotation's first batch of matrix loads is
@@ -50,32 +76,19 @@ __global__ void __launch_bounds__(decode_threads) rotate_query_kernel(const deco
   // was the fourth; before the groups were rotated side by side, about 20 for a
   // Block-GTQ head of four key groups, read off the SASS).
   const double key_bound = p.heads[head].key_bound;
+  const int tid = threadIdx.x;
+  head_coords hc;
+  hc.load(p.rot_coords + head * 2 * p.D, p, base, tid);  // the key part
+  loads_issued();
+  hc.store(s_rc, s_x, p.D, tid);
   double ss = 0.0;
   int bad = 0;
-  // Straight-line code, every load before the first store: in a loop ptxas made the
-  // first load wait for key_bound's, and a store between loads waits for them.
-  constexpr int per_thread = max_head_dim / decode_threads;
-  rotation_coord e[per_thread];
-  float x[per_thread];
 #pragma unroll
-  for (int k = 0; k < per_thread; ++k) {
-    const int d = static_cast<int>(threadIdx.x) + k * decode_threads;
-    if (d < p.D) {
-      e[k] = rc[d];
-      x[k] = load_element(p.q, base + d, p.q_type);
+  for (int k = 0; k < head_coords::per_thread; ++k)
+    if (tid + k * decode_threads < p.D) {
+      bad |= !(fabsf(hc.q[k]) <= 3.402823466e38f);  // NaN fails every comparison
+      ss += static_cast<double>(hc.q[k]) * static_cast<double>(hc.q[k]);
     }
-  }
-  loads_issued();
-#pragma unroll
-  for (int k = 0; k < per_thread; ++k) {
-    const int d = static_cast<int>(threadIdx.x) + k * decode_threads;
-    if (d < p.D) {
-      s_rc[d] = e[k];
-      s_x[d] = x[k];
-      bad |= !(fabsf(x[k]) <= 3.402823466e38f);  // NaN fails every comparison
-      ss += static_cast<double>(x[k]) * static_cast<double>(x[k]);
-    }
-  }
 #pragma unroll
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   if ((threadIdx.x & 31) == 0) s_ss[threadIdx.x >> 5] = ss;
@@ -436,28 +449,14 @@ __global__ void __launch_bounds__(decode_threads, BGTQ_MERGE_MIN_CTAS) merge_ker
   // group row or dims load of its own), head_meta, and the raw query (for the window;
   // the caller's input, complete before rotate_query_kernel started, which the split
   // kernel and so this one follow). All are waited for with the query test, in one
-  // round trip: straight-line code with every load before the first store, as in
-  // rotate_query_kernel.
-  const rotation_coord* rc = p.rot_coords + (head * 2 + 1) * p.D;
-  constexpr int per_thread = max_head_dim / decode_threads;
-  rotation_coord e[per_thread];
-  float qv[per_thread];
-#pragma unroll
-  for (int k = 0; k < per_thread; ++k)
-    if (tid + k * decode_threads < p.D) {
-      e[k] = rc[tid + k * decode_threads];
-      qv[k] = load_element(p.q, qbase + tid + k * decode_threads, p.q_type);
-    }
+  // round trip (head_coords).
+  head_coords hc;
+  hc.load(p.rot_coords + (head * 2 + 1) * p.D, p, qbase, tid);
   const int nvc = load_now(&p.heads[head].value_coords);  // volatile: a plain load went behind the stores below
   grid_dependency_wait();  // the split kernel's partials (and, through it, qrot)
   const float q0 = p.qrot[qbase];
   loads_issued();
-#pragma unroll
-  for (int k = 0; k < per_thread; ++k)
-    if (tid + k * decode_threads < p.D) {
-      s_rc[tid + k * decode_threads] = e[k];
-      s_q[tid + k * decode_threads] = qv[k];
-    }
+  hc.store(s_rc, s_q, p.D, tid);
   if (q0 != q0) {  // NaN: a non-finite query (rotate_query_kernel): NaN outputs; CTA-uniform
     for (int d = tid; d < p.D; d += decode_threads) p.out[qbase + d] = q0;
     return;

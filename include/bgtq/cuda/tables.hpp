@@ -133,6 +133,9 @@ inline device_tables build_tables(const cache_desc& d) {
       const int first = static_cast<int>(t.groups.size());
       int coords = 0, ncent = 0;
       double bound_sq = 0.0;
+      // the part's rotation_coord entries, [head_dim] (zero past its groups)
+      const std::size_t rc0 = t.rot_coords.size();
+      t.rot_coords.resize(rc0 + static_cast<std::size_t>(d.head_dim));
       for (const group_desc& g : c.groups) {
         group_meta gm;
         gm.n = g.dim;
@@ -151,6 +154,11 @@ inline device_tables build_tables(const cache_desc& d) {
         for (std::size_t a = 0; a < n; ++a)  // fwd = P^T row-major: fwd[a*n + o] = P[o][a]
           for (std::size_t o = 0; o < n; ++o) t.rot.push_back(g.matrix[o * n + a]);
         t.rot.insert(t.rot.end(), g.matrix.begin(), g.matrix.end());  // bwd = P row-major
+        // coordinate coord_off + o: column o of fwd (keys) or bwd (values)
+        const std::uint64_t mat = gm.rot + (part == 0 ? 0u : static_cast<std::uint64_t>(n) * n);
+        for (int o = 0; o < g.dim; ++o)
+          t.rot_coords[rc0 + static_cast<std::size_t>(g.coord_off + o)] =
+              make_rotation_coord(mat + static_cast<std::uint64_t>(o), g.dim, g.coord_off, g.dims[static_cast<std::size_t>(o)]);
         t.cent.insert(t.cent.end(), g.centroids.begin(), g.centroids.end());
         t.thr.insert(t.thr.end(), g.thresholds.begin(), g.thresholds.end());
         t.thr.push_back(__builtin_inff());
@@ -161,17 +169,6 @@ inline device_tables build_tables(const cache_desc& d) {
         bound_sq += ::bgtq::detail::tq_group_norm_sq_bound(g.dim, cmax, g.fp32_radius);
         t.norm_corr[l] |= gm.norm_correction;
         t.groups.push_back(gm);
-      }
-      // every coordinate's rotation_coord: its matrix column, group and head dim
-      t.rot_coords.resize(t.rot_coords.size() + static_cast<std::size_t>(d.head_dim));
-      rotation_coord* rc = t.rot_coords.data() + t.rot_coords.size() - static_cast<std::size_t>(d.head_dim);
-      for (int gi = first; gi < static_cast<int>(t.groups.size()); ++gi) {
-        const group_meta& gm = t.groups[static_cast<std::size_t>(gi)];
-        const std::uint64_t mat = gm.rot + (part == 0 ? 0u : static_cast<std::uint64_t>(gm.n) * static_cast<std::uint64_t>(gm.n));
-        for (int o = 0; o < gm.n; ++o) {
-          rc[gm.coord_off + o] = make_rotation_coord(mat + static_cast<std::uint64_t>(o), gm.n, gm.coord_off,
-                                                     t.dims[static_cast<std::size_t>(gm.dims + o)]);
-        }
       }
       if (part == 0) {
         hm.key_first = first;
