@@ -6,7 +6,7 @@ BUILD_TYPE ?= Release
 JOBS       ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_ARGS ?=
 
-.PHONY: all deps configure build demo test test-long test-asan bench docs fuzz fuzz-smoke clean
+.PHONY: all deps configure build demo test test-long test-asan test-tsan bench docs fuzz fuzz-smoke clean
 
 all: build
 
@@ -52,6 +52,34 @@ test-asan: deps
 	  ctest --output-on-failure -j $(JOBS) -LE "install|slow" $(if $(ASAN_LABELS),-L "$(ASAN_LABELS)") \
 	  $(if $(ASAN_EXCLUDE),-E "$(ASAN_EXCLUDE)")
 
+# ThreadSanitizer build of the programs that run threads (docs/errors.md, "make
+# test-tsan"): the thread pool and its users (core, attention, eval, errors, the CLI's
+# eval, the examples) and the CUDA emulator (cuda_emu), whose CTAs run their threads as
+# OS threads between real barriers, so a kernel's missing __syncthreads or __syncwarp is
+# reported as a data race on shared memory: a racecheck of the kernels without a GPU.
+# RelWithDebInfo (-O2 -g): the emulated kernels run about 5x slower under TSan at -O0.
+# Each report goes to build-tsan/tsan-report.<pid> (TSAN_OPTIONS log_path), and any
+# report fails the target, also where a test expects a non-zero exit. TSAN_EMU_SPEC (a
+# Catch2 test spec) registers only some test_cuda_emu cases: .ci/run uses "[tsan]".
+# Left out: the Python helpers of bench/gpu (gpu_script:*) and `bgtq bench` (timing
+# loops, 44 s under TSan).
+TSAN_TARGETS  ?= test_core test_attention test_eval test_errors test_cuda_emu bench_decode_emu bgtq \
+                 quickstart integration_engine integration_parallel
+TSAN_LABELS   ?= ^(core|attention|eval|errors|cuda_emu|cli|examples)$$
+TSAN_EXCLUDE  ?= ^gpu_script:|^cli:test_bench$$
+TSAN_EMU_SPEC ?=
+test-tsan: deps
+	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DBGTQ_SANITIZE_THREAD=ON -DBGTQ_BUILD_BENCH=OFF \
+	  -DBGTQ_ENABLE_CUDA=OFF "-DBGTQ_GROUP_TARGETS=$(TSAN_TARGETS)" "-DBGTQ_EMU_TEST_SPEC=$(TSAN_EMU_SPEC)" \
+	  $(CMAKE_ARGS) >/dev/null
+	@cmake --build build-tsan -j $(JOBS) --target bgtq_group
+	@rm -f build-tsan/tsan-report.*
+	@cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 log_path=$$PWD/tsan-report" \
+	  ctest --output-on-failure -j $(JOBS) -L "$(TSAN_LABELS)" $(if $(TSAN_EXCLUDE),-E "$(TSAN_EXCLUDE)"); rc=$$?; \
+	  if ls tsan-report.* >/dev/null 2>&1; then \
+	    echo "test-tsan: ThreadSanitizer reports (build-tsan/tsan-report.*):"; head -n 60 tsan-report.*; exit 1; fi; \
+	  exit $$rc
+
 bench: build
 	@$(BUILD)/bin/bgtq bench encode
 
@@ -80,4 +108,4 @@ fuzz-smoke: fuzz
 	@tests/fuzz/smoke.sh build-fuzz $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(BUILD) build-asan build-fuzz
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz

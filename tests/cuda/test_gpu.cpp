@@ -25,6 +25,10 @@ void require_device() {
 // default emulated run keeps one configuration in three, caps kv_len at 1000 and batch 17
 // at 7 (every code path and awkward length stays covered); BGTQ_EMU_FULL=1 runs the
 // device sizes (about 10 minutes on 2 cores).
+// Tag [tsan]: the cases .ci/run's ThreadSanitizer stage runs on the emulator (make
+// test-tsan TSAN_EMU_SPEC="[tsan]"): every kernel (encode, rotation, both split kernels,
+// merge, energy), the window, the NaN query's early return; about 2 of the 15 CPU-minutes
+// all cases take under TSan (docs/errors.md).
 #if defined(BGTQ_CUDA_EMULATION)
 bool full_size() {
   const char* e = std::getenv("BGTQ_EMU_FULL");
@@ -97,7 +101,7 @@ TEST_CASE("encode_append writes the CPU encoder's pages (Block-GTQ, widths 1..8)
 }
 
 TEST_CASE("encode_append writes the CPU encoder's pages (uniform TQ 2 and 3 bits, norm correction, fp32 radii)",
-          "[gpu][encode]") {
+          "[gpu][encode][tsan]") {
   require_device();
   for (int bits : {2, 3})
     for (int D : {64, 128}) {
@@ -158,7 +162,7 @@ TEST_CASE("decode_attention matches CPU decode_attention (Block-GTQ, batch 1 and
   check_mixed_batches({1, 4, 8}, bc::decode_path::cuda_cores, 1e-4, 500);
 }
 
-TEST_CASE("decode_attention matches CPU decode_attention (uniform TQ 2/3 bits, awkward lengths, windows)", "[gpu][decode]") {
+TEST_CASE("decode_attention matches CPU decode_attention (uniform TQ 2/3 bits, awkward lengths, windows)", "[gpu][decode][tsan]") {
   require_device();
   int combo = 0;
   for (int bits : {2, 3})
@@ -202,7 +206,7 @@ TEST_CASE("decode_attention: an engine's own logit scale (flatter and sharper th
 }
 
 TEST_CASE("decode_attention: a NaN, Inf or overflowing (3e38) query element gives NaN outputs for its head only, counted",
-          "[gpu][decode][mma]") {
+          "[gpu][decode][mma][tsan]") {
   require_device();
   const std::vector<int> lengths{300, 1, 97};
   const shape s = decode_shape(64, 2, 8, 2, 8, lengths);
@@ -261,7 +265,7 @@ TEST_CASE("the kernels' fp32 -> fp16 and bf16 rounding equals the host's at ever
   REQUIRE(r.ok);
 }
 
-TEST_CASE("device energy sums equal the CPU's double sums", "[gpu][energy]") {
+TEST_CASE("device energy sums equal the CPU's double sums", "[gpu][energy][tsan]") {
   require_device();
   const check_report a = gpu_check_energy(8, 2, 64, bgtq::rope_pairing::interleaved, 1000, bc::dtype::f32, 300, 800);
   INFO(a.what);
@@ -370,7 +374,7 @@ TEST_CASE("tensor-core decode: pages of 128 and 192 tokens, forced splits, fp16/
       }
 }
 
-TEST_CASE("tensor-core decode: head dims 80, 96 and 120 (5, 6 and 8 value m-tiles counted at run time, at 120 a padded last m-tile and half k-tile)", "[gpu][decode][mma]") {
+TEST_CASE("tensor-core decode: head dims 80, 96 and 120 (5, 6 and 8 value m-tiles counted at run time, at 120 a padded last m-tile and half k-tile)", "[gpu][decode][mma][tsan]") {
   require_device();
   const std::vector<int> lengths{300, 77};
   for (int D : {80, 96, 120})
@@ -382,7 +386,7 @@ TEST_CASE("tensor-core decode: head dims 80, 96 and 120 (5, 6 and 8 value m-tile
     }
 }
 
-TEST_CASE("tensor-core decode: tiny and large value radii (the accumulator's 2^E range)", "[gpu][decode][mma]") {
+TEST_CASE("tensor-core decode: tiny and large value radii (the accumulator's 2^E range)", "[gpu][decode][mma][tsan]") {
   require_device();
   const std::vector<int> lengths{700, 130};
   for (float vs : {2e-6f, 1e-3f, 3000.0f}) {
@@ -397,7 +401,7 @@ TEST_CASE("tensor-core decode: tiny and large value radii (the accumulator's 2^E
 }
 
 TEST_CASE("decode_attention ignores what a page holds past a sequence's tokens (Inf radii, random codes), both paths",
-          "[gpu][decode][mma]") {
+          "[gpu][decode][mma][tsan]") {
   require_device();
   const std::vector<int> lengths{700, 130, 65};  // tails of 4, 62 and 63 free slots at P = 64
   method fp32 = tq_method(3);
