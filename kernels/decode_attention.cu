@@ -108,11 +108,7 @@ __global__ void __launch_bounds__(decode_threads) rotate_query_kernel(const deco
   for (int c = threadIdx.x; c < p.D; c += blockDim.x)
     if (s_rc[c].n() > 0) s_g[c] = s_x[s_rc[c].dim()];
   __syncthreads();
-  for (int c = threadIdx.x; c < p.D; c += blockDim.x) {
-    const rotation_coord rc_c = s_rc[c];
-    const float* xg = s_g + rc_c.first();
-    dst[c] = rc_c.n() > 0 ? rotated_coord(p.rot + rc_c.col, rc_c.n(), 0, [xg](int j) { return xg[j]; }) : 0.0f;
-  }
+  for (int c = threadIdx.x; c < p.D; c += blockDim.x) dst[c] = rotate_entry(p.rot, s_rc[c], s_g);
 }
 
 // ---------------------------------------------------------------- 2. split scan
@@ -500,8 +496,7 @@ __global__ void __launch_bounds__(decode_threads, BGTQ_MERGE_MIN_CTAS) merge_ker
   // x[dims_g[i]] = sum_j P_g[j][i] y[coord_off_g + j] for value coordinate c = coord_off_g + i
   for (int c = tid; c < p.D; c += decode_threads) {
     const rotation_coord rc_c = s_rc[c];
-    const float* yg = s_y + rc_c.first();
-    if (rc_c.n() > 0) s_x[rc_c.dim()] = rotated_coord(p.rot + rc_c.col, rc_c.n(), 0, [yg](int j) { return yg[j]; });
+    if (rc_c.n() > 0) s_x[rc_c.dim()] = rotate_entry(p.rot, rc_c, s_y);
   }
   // 3. the fp16 window in the same softmax. Nothing here is serial over the window: warp
   // w scores tokens w*4 .. w*4+3, then every 4*NW-th group (four rows of D/32 elements in

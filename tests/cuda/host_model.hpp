@@ -110,12 +110,7 @@ inline void model_decode(const cache_desc& d, const device_tables& t, const std:
       std::vector<float> xg(static_cast<std::size_t>(D), 0.0f);  // the query in key-coordinate order
       for (int c = 0; c < D; ++c)
         if (rc[c].n() > 0) xg[static_cast<std::size_t>(c)] = x[rc[c].dim()];
-      for (int c = 0; c < D; ++c) {
-        const rotation_coord& e = rc[c];
-        const float* xe = xg.data() + e.first();
-        qrot[(static_cast<std::size_t>(b) * Hq + hq) * D + c] =
-            e.n() > 0 ? rotated_coord(t.rot.data() + e.col, e.n(), 0, [xe](int j) { return xe[j]; }) : 0.0f;
-      }
+      for (int c = 0; c < D; ++c) qrot[(static_cast<std::size_t>(b) * Hq + hq) * D + c] = rotate_entry(t.rot.data(), rc[c], xg.data());
     }
 
   // 2. decode_split_kernel
@@ -265,11 +260,8 @@ inline void model_decode(const cache_desc& d, const device_tables& t, const std:
           y[static_cast<std::size_t>(c)] = fmaf(fb, accw[(row0 + s) * D + static_cast<std::size_t>(c)], fa * y[static_cast<std::size_t>(c)]);
       }
       const rotation_coord* rc = t.rot_coords.data() + (static_cast<std::size_t>(in.layer * Hkv + h) * 2 + 1) * D;
-      for (int c = 0; c < D; ++c) {
-        const rotation_coord& e = rc[c];
-        const float* yg = y.data() + e.first();
-        if (e.n() > 0) x[static_cast<std::size_t>(e.dim())] = rotated_coord(t.rot.data() + e.col, e.n(), 0, [yg](int j) { return yg[j]; });
-      }
+      for (int c = 0; c < D; ++c)
+        if (rc[c].n() > 0) x[static_cast<std::size_t>(rc[c].dim())] = rotate_entry(t.rot.data(), rc[c], y.data());
       const float* q = in.q + (static_cast<std::size_t>(b) * Hq + hq) * D;
       int nwin = in.window_len ? in.window_len[b] : 0;
       if (nwin > in.window_cap) nwin = in.window_cap;

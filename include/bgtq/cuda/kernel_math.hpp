@@ -292,6 +292,16 @@ BGTQ_HOST_DEVICE float rotated_coord(const float* fwd, int n, int o, const Get& 
   return acc;
 }
 
+//! Rotated coordinate of entry e (rotation_coord): x is the part's input in group order
+//! (keys: the query gathered through the entries' dims; values: the merged accumulator),
+//! so the group's inputs start at x + e.first(); 0 where no group holds the coordinate.
+//! The rotation kernels and the host model (tests/cuda/host_model.hpp) both rotate
+//! through it.
+BGTQ_HOST_DEVICE float rotate_entry(const float* rot, const rotation_coord& e, const float* x) {
+  const float* xg = x + e.first();
+  return e.n() > 0 ? rotated_coord(rot + e.col, e.n(), 0, [xg](int j) { return xg[j]; }) : 0.0f;
+}
+
 //! Stored radius from the norm r (not zero) and, with norm correction, the centroid
 //! norm cn = ||c(idx)|| (pass 0 without): exactly tq_quantizer's rounding.
 BGTQ_HOST_DEVICE float tq_stored_radius(float r, float cn, bool norm_correction, bool fp32) {
