@@ -64,7 +64,7 @@ __device__ __forceinline__ float fast_exp2(float x) {
 //! Asynchronous global -> shared copies (cp.async, completed by cp_wait).
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 #if defined(BGTQ_CUDA_EMULATION)
-  std::memcpy(smem, gmem, 16);
+  bgtq_emu::cp_async(smem, gmem, 16);
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(s), "l"(gmem) : "memory");
@@ -72,21 +72,25 @@ __device__ __forceinline__ void cp_async16(void* smem, const void* gmem) {
 }
 __device__ __forceinline__ void cp_async8(void* smem, const void* gmem) {
 #if defined(BGTQ_CUDA_EMULATION)
-  std::memcpy(smem, gmem, 8);
+  bgtq_emu::cp_async(smem, gmem, 8);
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(s), "l"(gmem) : "memory");
 #endif
 }
 __device__ __forceinline__ void cp_commit() {
-#if !defined(BGTQ_CUDA_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(BGTQ_CUDA_EMULATION)
+  bgtq_emu::cp_commit();
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 #endif
 }
 //! Waits until at most N of this thread's committed copy groups are pending.
 template <int N>
 __device__ __forceinline__ void cp_wait() {
-#if !defined(BGTQ_CUDA_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(BGTQ_CUDA_EMULATION)
+  bgtq_emu::cp_wait(N);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 #endif
 }

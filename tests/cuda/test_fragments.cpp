@@ -440,6 +440,31 @@ void mma_probe_kernel(const std::uint16_t* A, const std::uint16_t* Bm, const flo
   for (int e = 0; e < 4; ++e) D[(gid + 8 * (e >> 1)) * 8 + 2 * tq + (e & 1)] = d[e];
 }
 
+// one warp: lane l copies 16 bytes src[l] -> dst[l] in group 0 and src[32 + l] ->
+// dst[32 + l] in group 1, and notes what its destinations hold: seen[l][0..5] = first
+// words after issue (group 0, 1), after cp_wait(1), after cp_wait(0); `wait` = false
+// leaves group 1 pending at the kernel's end
+struct words4 {
+  std::uint32_t w[4];
+};
+void cp_async_probe_kernel(const words4* src, words4* dst, std::uint32_t* seen, bool wait) {
+  const int lane = static_cast<int>(threadIdx.x);
+  std::uint32_t* mine = seen + 6 * lane;
+  bgtq_emu::cp_async(&dst[lane], &src[lane], sizeof(words4));
+  bgtq_emu::cp_commit();
+  bgtq_emu::cp_async(&dst[32 + lane], &src[32 + lane], sizeof(words4));
+  mine[0] = dst[lane].w[0];
+  mine[1] = dst[32 + lane].w[3];
+  bgtq_emu::cp_commit();
+  bgtq_emu::cp_wait(1);
+  mine[2] = dst[lane].w[0];
+  mine[3] = dst[32 + lane].w[3];
+  if (!wait) return;
+  bgtq_emu::cp_wait(0);
+  mine[4] = dst[lane].w[0];
+  mine[5] = dst[32 + lane].w[3];
+}
+
 }  // namespace
 
 TEST_CASE("mma_stage_offset: the 32-bit and 64-bit divisions agree on both sides of 2^26", "[gpu][mma]") {
@@ -514,5 +539,33 @@ TEST_CASE("the emulated mma.sync m16n8k16 equals a plain matrix product", "[gpu]
                 bgtq::half_bits_to_float(Bm[static_cast<std::size_t>(k * 8 + j)]);
       REQUIRE(D[static_cast<std::size_t>(i * 8 + j)] == Approx(want).epsilon(1e-6).margin(1e-6));
     }
+}
+
+TEST_CASE("the emulated cp.async: destinations poisoned until their group is waited for, copies left pending fail the launch",
+          "[gpu][mma]") {
+  std::vector<words4> src(64), dst(64);
+  for (std::size_t i = 0; i < src.size(); ++i)
+    for (int j = 0; j < 4; ++j) src[i].w[j] = static_cast<std::uint32_t>(0x1000u * i + static_cast<unsigned>(j));
+  const std::uint32_t poison = 0xFFFFFFFFu;
+  std::vector<std::uint32_t> seen(32 * 6, 0);
+  (void)cudaGetLastError();
+  bgtq_emu::launch(cp_async_probe_kernel, dim3(1), dim3(32), 0, src.data(), dst.data(), seen.data(), true);
+  REQUIRE(cudaGetLastError() == cudaSuccess);
+  for (int l = 0; l < 32; ++l) {
+    const std::uint32_t* s = seen.data() + 6 * l;
+    INFO("lane " << l);
+    CHECK(s[0] == poison);  // issued, not waited for
+    CHECK(s[1] == poison);
+    CHECK(s[2] == src[static_cast<std::size_t>(l)].w[0]);  // wait_group 1: the older group is done
+    CHECK(s[3] == poison);                                // ... the newest is not
+    CHECK(s[4] == src[static_cast<std::size_t>(l)].w[0]);
+    CHECK(s[5] == src[static_cast<std::size_t>(32 + l)].w[3]);
+  }
+  REQUIRE(std::memcmp(dst.data(), src.data(), src.size() * sizeof(words4)) == 0);
+  // a kernel that returns with a group pending: the launch fails, the next one does not
+  bgtq_emu::launch(cp_async_probe_kernel, dim3(2), dim3(32), 0, src.data(), dst.data(), seen.data(), false);
+  REQUIRE(cudaGetLastError() == cudaErrorLaunchFailure);
+  bgtq_emu::launch(cp_async_probe_kernel, dim3(2), dim3(32), 0, src.data(), dst.data(), seen.data(), true);
+  REQUIRE(cudaGetLastError() == cudaSuccess);
 }
 #endif

@@ -354,7 +354,7 @@ TEST_CASE("tensor-core decode: uniform TQ keys and values at every width 1..8, a
 }
 
 TEST_CASE("tensor-core decode: pages of 128 and 192 tokens, forced splits, fp16/bf16 queries, greedy Block-GTQ",
-          "[gpu][decode][mma]") {
+          "[gpu][decode][mma][tsan]") {
   require_device();
   method greedy = mixed_method();
   greedy.name = "gtq-greedy-3";

@@ -6,12 +6,20 @@
 //
 // Model: a launch runs its CTAs one after another; the threads of a CTA are real OS
 // threads (std::thread), __syncthreads is a std::barrier over the CTA, __syncwarp and
-// the shuffles use one barrier per warp. Dynamic shared memory is one buffer, filled
-// with 0xFF (NaN floats) before every CTA so reads of unwritten shared memory show up;
-// static __shared__ arrays become function-local statics (one CTA at a time).
-// Device memory is host memory. Not emulated: concurrency between CTAs, the memory
-// model beyond barriers, warp divergence timing, performance. Launch failures: only a
-// dynamic shared-memory size above the kernel's limit (48 KB unless raised).
+// the warp collectives (shuffles, mma.sync) use one barrier per warp. Dynamic shared
+// memory is one buffer, filled with 0xFF (NaN floats) before every CTA so reads of
+// unwritten shared memory show up; static __shared__ arrays become function-local
+// statics (one CTA at a time). Device memory is host memory.
+// Memory ordering, as CUDA specifies it: __syncthreads and __syncwarp order memory
+// between the threads they join; a shuffle or an mma.sync exchanges registers only.
+// Under ThreadSanitizer the collectives' warp barrier is hidden from it (warp_rendezvous),
+// so a kernel that leans on a shuffle where it needs a __syncwarp gets a race report. An
+// asynchronous copy (bgtq_emu::cp_async, the kernels' cp.async) poisons its destination
+// with 0xFF when issued and copies when its group is waited for (cp_wait), so a read
+// before the wait sees NaN and a neighbour's access between issue and wait is a race.
+// Not emulated: concurrency between CTAs, warp divergence timing, performance. Launch
+// failures: a dynamic shared-memory size above the kernel's limit (48 KB unless
+// raised), and copies a thread issued but never waited for (cudaErrorLaunchFailure).
 #ifndef BGTQ_CUDA_EMULATION
 #define BGTQ_CUDA_EMULATION 1
 #endif
@@ -64,6 +72,7 @@ enum cudaError_t : int {
   cudaErrorInvalidValue = 1,
   cudaErrorMemoryAllocation = 2,
   cudaErrorNoDevice = 100,
+  cudaErrorLaunchFailure = 719,
 };
 using cudaError = cudaError_t;
 struct CUstream_st;
@@ -106,6 +115,7 @@ struct launch_state {
   std::vector<std::uint64_t> shfl;  // [warp][32] exchange slots
   std::vector<std::uint32_t> mma;   // [warp][32][6] mma fragment slots (a[4], b[2])
   std::atomic<int> any[3] = {0, 0, 0};  // __syncthreads_or: call n of a thread ORs into any[n % 3]
+  std::atomic<bool> copies_left{false};  // a thread ended a CTA with copies not waited for
 };
 inline launch_state& state() {
   static launch_state s;
@@ -130,6 +140,47 @@ inline std::size_t smem_limit(const void* k) {
 
 inline unsigned flat_tid() { return threadIdx.x + blockDim.x * (threadIdx.y + blockDim.y * threadIdx.z); }
 
+//! One thread's asynchronous copies (cp.async): each belongs to the group that was open
+//! when it was issued (group g is committed once `committed` > g).
+struct async_copy {
+  void* dst;
+  const void* src;
+  std::size_t n;
+  std::uint64_t group;
+};
+struct async_queue {
+  std::vector<async_copy> q;
+  std::size_t head = 0;        // q[head..] not done yet
+  std::uint64_t committed = 0; // cp.async.commit_group calls
+};
+inline thread_local async_queue copies;
+
+//! cp.async: the destination is undefined until the copy's group is waited for (0xFF here).
+inline void cp_async(void* dst, const void* src, std::size_t n) {
+  std::memset(dst, 0xFF, n);
+  copies.q.push_back({dst, src, n, copies.committed});
+}
+inline void cp_commit() { ++copies.committed; }
+//! cp.async.wait_group n: completes the committed groups but the newest n.
+inline void cp_wait(int n) {
+  async_queue& c = copies;
+  while (c.head < c.q.size() && c.q[c.head].group + static_cast<std::uint64_t>(n) < c.committed) {
+    const async_copy& a = c.q[c.head++];
+    std::memcpy(a.dst, a.src, a.n);
+  }
+  if (c.head == c.q.size()) {
+    c.q.clear();
+    c.head = 0;
+  }
+}
+//! End of a CTA: copies never waited for are a kernel bug (the launch fails).
+inline void cp_drain() {
+  async_queue& c = copies;
+  if (c.head < c.q.size()) state().copies_left.store(true);
+  c.q.clear();
+  c.head = 0;
+}
+
 //! Runs kernel(args...) on grid x block threads, CTA after CTA.
 template <class... P, class... A>
 void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, A&&... a) {
@@ -148,6 +199,7 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, A&&..
   s.shfl.assign(static_cast<std::size_t>(nw) * 32, 0);
   s.mma.assign(static_cast<std::size_t>(nw) * 32 * 6, 0);
   for (auto& a : s.any) a.store(0);
+  s.copies_left.store(false);
   blockDim = block;
   gridDim = grid;
   const std::tuple<std::decay_t<P>...> args(std::forward<A>(a)...);
@@ -163,11 +215,56 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, A&&..
             if (t == 0) std::memset(s.smem.data(), 0xFF, s.smem.size());
             bar.arrive_and_wait();
             std::apply(kernel, args);
+            cp_drain();
             bar.arrive_and_wait();
           }
     });
   for (auto& th : threads) th.join();
   s.block = nullptr;
+  if (s.copies_left.load()) last_error = 719;  // cudaErrorLaunchFailure
+}
+
+#if defined(__SANITIZE_THREAD__)
+#define BGTQ_EMU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define BGTQ_EMU_TSAN 1
+#endif
+#endif
+#if defined(BGTQ_EMU_TSAN)
+extern "C" void AnnotateIgnoreSyncBegin(const char*, int);
+extern "C" void AnnotateIgnoreSyncEnd(const char*, int);
+extern "C" void AnnotateIgnoreReadsBegin(const char*, int);
+extern "C" void AnnotateIgnoreReadsEnd(const char*, int);
+extern "C" void AnnotateIgnoreWritesBegin(const char*, int);
+extern "C" void AnnotateIgnoreWritesEnd(const char*, int);
+#endif
+
+//! The meeting point of a warp collective (shuffle, mma.sync): the lanes wait for each
+//! other, as they must for the exchange, but on the device that orders no memory, so
+//! ThreadSanitizer is told to ignore this barrier's synchronisation (and its internals):
+//! only __syncwarp and __syncthreads order shared memory between threads in its eyes.
+//! The exchange slots are relaxed atomics, so their own traffic is no race.
+inline void warp_rendezvous(unsigned w) {
+#if defined(BGTQ_EMU_TSAN)
+  AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
+  AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+  AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+#endif
+  state().warps[w]->arrive_and_wait();
+#if defined(BGTQ_EMU_TSAN)
+  AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+  AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+  AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
+#endif
+}
+template <class T>
+void slot_store(T& slot, T v) {
+  std::atomic_ref<T>(slot).store(v, std::memory_order_relaxed);
+}
+template <class T>
+T slot_load(T& slot) {
+  return std::atomic_ref<T>(slot).load(std::memory_order_relaxed);
 }
 
 }  // namespace bgtq_emu
@@ -198,10 +295,10 @@ T __shfl_xor_sync(unsigned, T v, int lane_mask, int = 32) {
   const unsigned w = tid / 32, lane = tid % 32;
   std::uint64_t bits = 0;
   std::memcpy(&bits, &v, sizeof(T));
-  s.shfl[w * 32 + lane] = bits;
-  __syncwarp();
-  const std::uint64_t got = s.shfl[w * 32 + (lane ^ static_cast<unsigned>(lane_mask))];
-  __syncwarp();
+  bgtq_emu::slot_store(s.shfl[w * 32 + lane], bits);
+  bgtq_emu::warp_rendezvous(w);
+  const std::uint64_t got = bgtq_emu::slot_load(s.shfl[w * 32 + (lane ^ static_cast<unsigned>(lane_mask))]);
+  bgtq_emu::warp_rendezvous(w);  // every lane has read before the slots are reused
   T r;
   std::memcpy(&r, &got, sizeof(T));
   return r;
@@ -235,17 +332,17 @@ inline void mma_m16n8k16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32
   const unsigned tid = flat_tid();
   const unsigned w = tid / 32, lane = tid % 32;
   std::uint32_t* slot = &s.mma[(static_cast<std::size_t>(w) * 32 + lane) * 6];
-  for (int i = 0; i < 4; ++i) slot[i] = a[i];
-  slot[4] = b0;
-  slot[5] = b1;
-  s.warps[w]->arrive_and_wait();
-  const std::uint32_t* wslots = &s.mma[static_cast<std::size_t>(w) * 32 * 6];
+  for (int i = 0; i < 4; ++i) slot_store(slot[i], a[i]);
+  slot_store(slot[4], b0);
+  slot_store(slot[5], b1);
+  warp_rendezvous(w);
+  std::uint32_t* wslots = &s.mma[static_cast<std::size_t>(w) * 32 * 6];
   auto A = [&](int r, int k) {
-    const std::uint32_t reg = wslots[(4 * (r % 8) + (k % 8) / 2) * 6 + (r / 8) + 2 * (k / 8)];
+    const std::uint32_t reg = slot_load(wslots[(4 * (r % 8) + (k % 8) / 2) * 6 + (r / 8) + 2 * (k / 8)]);
     return half_to_double(k % 2 ? reg >> 16 : reg & 0xFFFFu);
   };
   auto B = [&](int k, int n) {
-    const std::uint32_t reg = wslots[(4 * n + (k % 8) / 2) * 6 + 4 + k / 8];
+    const std::uint32_t reg = slot_load(wslots[(4 * n + (k % 8) / 2) * 6 + 4 + k / 8]);
     return half_to_double(k % 2 ? reg >> 16 : reg & 0xFFFFu);
   };
   const int gid = static_cast<int>(lane / 4), tq = static_cast<int>(lane % 4);
@@ -256,7 +353,7 @@ inline void mma_m16n8k16(float (&d)[4], const std::uint32_t (&a)[4], std::uint32
     for (int k = 0; k < 16; ++k) sum += A(r, k) * B(k, n);
     out[e] = static_cast<float>(static_cast<double>(d[e]) + sum);
   }
-  s.warps[w]->arrive_and_wait();  // every lane has read the slots before they are reused
+  warp_rendezvous(w);  // every lane has read the slots before they are reused
   for (int e = 0; e < 4; ++e) d[e] = out[e];
 }
 
@@ -279,6 +376,7 @@ inline const char* cudaGetErrorString(cudaError_t e) {
     case cudaErrorInvalidValue: return "invalid argument";
     case cudaErrorMemoryAllocation: return "out of memory";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorLaunchFailure: return "unspecified launch failure";
   }
   return "unknown error";
 }
@@ -288,6 +386,7 @@ inline const char* cudaGetErrorName(cudaError_t e) {
     case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
     case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
   }
   return "cudaErrorUnknown";
 }
