@@ -119,7 +119,8 @@ struct device_cache::impl {
 //! emulator's launch when built with BGTQ_CUDA_EMULATION (tests/cuda/emu). Pass grid
 //! and block as named dim3 values (a macro argument cannot hold a comma).
 #if defined(BGTQ_CUDA_EMULATION)
-#define BGTQ_LAUNCH(kernel, grid, block, smem, stream, ...) ::bgtq_emu::launch(kernel, grid, block, smem, __VA_ARGS__)
+#define BGTQ_LAUNCH(kernel, grid, block, smem, stream, ...) \
+  ::bgtq_emu::launch_async(false, kernel, grid, block, smem, __VA_ARGS__)
 #else
 #define BGTQ_LAUNCH(kernel, grid, block, smem, stream, ...) kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
 #endif
@@ -189,10 +190,13 @@ bool runs_sm90_code(int device) {
 //! grid_dependency_wait() before it reads anything that kernel writes (what earlier
 //! kernels wrote is visible, since the predecessor itself started after them).
 //! Otherwise, with BGTQ_NO_PDL set (pdl_disabled), or if the runtime refuses the
-//! attribute, a plain launch. The CPU emulator runs launches one after another: a plain launch.
+//! attribute, a plain launch. The CPU emulator runs launches one after another; under
+//! ThreadSanitizer it leaves an overlapped launch unordered against its predecessor until
+//! grid_dependency_wait (tests/cuda/emu/cuda_runtime.h), so reading early is a race.
 #if defined(BGTQ_CUDA_EMULATION)
 #define BGTQ_LAUNCH_OVERLAP(device, kernel, grid, block, smem, stream, ...) \
-  ((void)(device), ::bgtq_emu::launch(kernel, grid, block, smem, __VA_ARGS__), cudaGetLastError())
+  ((void)(device), ::bgtq_emu::launch_async(!::bgtq::cuda::pdl_disabled(), kernel, grid, block, smem, __VA_ARGS__), \
+   cudaGetLastError())
 #else
 template <class... P, class... A>
 cudaError_t launch_overlap(bool overlap, void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, cudaStream_t st,
@@ -221,7 +225,9 @@ cudaError_t launch_overlap(bool overlap, void (*kernel)(P...), dim3 grid, dim3 b
 //! Waits until the kernel this one overlaps (BGTQ_LAUNCH_OVERLAP) has completed and its
 //! writes are visible; returns at once when the launch did not overlap.
 __device__ __forceinline__ void grid_dependency_wait() {
-#if !defined(BGTQ_CUDA_EMULATION) && defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(BGTQ_CUDA_EMULATION)
+  ::bgtq_emu::dependency_wait();
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
 }

@@ -17,6 +17,9 @@
 // asynchronous copy (bgtq_emu::cp_async, the kernels' cp.async) poisons its destination
 // with 0xFF when issued and copies when its group is waited for (cp_wait), so a read
 // before the wait sees NaN and a neighbour's access between issue and wait is a race.
+// Launches run one after another; under ThreadSanitizer a launch's writes are ordered
+// for the host and later launches only by a synchronising call, a plain launch or, for a
+// launch overlapped with its predecessor, the kernel's grid_dependency_wait (launch_async).
 // Not emulated: concurrency between CTAs, warp divergence timing, performance. Launch
 // failures: a dynamic shared-memory size above the kernel's limit (48 KB unless
 // raised), and copies a thread issued but never waited for (cudaErrorLaunchFailure).
@@ -60,8 +63,8 @@ struct alignas(16) float4 {
 
 inline thread_local dim3 threadIdx;
 inline thread_local dim3 blockIdx;
-inline dim3 blockDim;
-inline dim3 gridDim;
+inline thread_local dim3 blockDim;  // per thread: an overlapped launch's threads outlive the host's view
+inline thread_local dim3 gridDim;
 
 using std::max;
 using std::min;
@@ -100,6 +103,24 @@ struct cudaDeviceProp {
   int l2CacheSize;
 };
 
+#if defined(__SANITIZE_THREAD__)
+#define BGTQ_EMU_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define BGTQ_EMU_TSAN 1
+#endif
+#endif
+#if defined(BGTQ_EMU_TSAN)
+extern "C" void AnnotateIgnoreSyncBegin(const char*, int);
+extern "C" void AnnotateIgnoreSyncEnd(const char*, int);
+extern "C" void AnnotateIgnoreReadsBegin(const char*, int);
+extern "C" void AnnotateIgnoreReadsEnd(const char*, int);
+extern "C" void AnnotateIgnoreWritesBegin(const char*, int);
+extern "C" void AnnotateIgnoreWritesEnd(const char*, int);
+extern "C" void __tsan_acquire(void*);
+extern "C" void __tsan_release(void*);
+#endif
+
 namespace bgtq_emu {
 
 //! SMs the emulated device reports: few, so that automatic split plans stay small
@@ -110,17 +131,22 @@ inline constexpr std::size_t max_dynamic_smem = 227u * 1024u;
 
 struct launch_state {
   std::vector<unsigned char> smem;  // dynamic shared memory of the running CTA
-  std::barrier<>* block = nullptr;
+  std::unique_ptr<std::barrier<>> block;  // __syncthreads
   std::vector<std::unique_ptr<std::barrier<>>> warps;
   std::vector<std::uint64_t> shfl;  // [warp][32] exchange slots
   std::vector<std::uint32_t> mma;   // [warp][32][6] mma fragment slots (a[4], b[2])
   std::atomic<int> any[3] = {0, 0, 0};  // __syncthreads_or: call n of a thread ORs into any[n % 3]
   std::atomic<bool> copies_left{false};  // a thread ended a CTA with copies not waited for
+  std::shared_ptr<const void> args;  // the kernel's arguments
+  char done = 0;                  // its address: the launch's threads release it at exit (TSan)
+  void* wait_for = nullptr;       // an overlapped launch: the predecessor's `done` (grid_dependency_wait)
 };
-inline launch_state& state() {
-  static launch_state s;
-  return s;
-}
+//! Launches alternate between two states, so that an overlapped launch's predecessor
+//! (whose threads the host has not synchronised with, under TSan) keeps its own.
+inline launch_state slots[2];
+inline unsigned launches = 0;
+inline thread_local launch_state* current = nullptr;  // the state of the launch a kernel thread runs
+inline launch_state& state() { return *current; }
 inline void* dynamic_smem() { return state().smem.data(); }
 
 //! The CUDA error state the emulated runtime reports (cudaGetLastError): launch failures.
@@ -181,64 +207,102 @@ inline void cp_drain() {
   c.head = 0;
 }
 
-//! Runs kernel(args...) on grid x block threads, CTA after CTA.
+// Stream order under ThreadSanitizer. The host joins a launch's threads without
+// synchronising (AnnotateIgnoreSync): the launch's writes stay unordered against the host
+// and against later launches until something orders them: the next API call that
+// touches device memory or a plain launch (host_sync acquires every launch's `done`), or,
+// in a launch overlapped with its predecessor (programmatic dependent launch), the
+// kernel's grid_dependency_wait (acquires the predecessor's `done`; earlier launches the
+// host acquires before creating the threads). So a kernel that reads, before its
+// grid_dependency_wait, what its predecessor writes (or writes what it reads) gets a
+// race report: on a device that part may run while the predecessor still runs.
+// Without ThreadSanitizer these are no-ops: launches are synchronous.
+inline std::vector<launch_state*> unsynced;  // launches whose `done` the host has not acquired
+inline void host_sync() {
+#if defined(BGTQ_EMU_TSAN)
+  for (launch_state* l : unsynced) __tsan_acquire(&l->done);
+#endif
+  unsynced.clear();
+}
+inline void dependency_wait() {
+#if defined(BGTQ_EMU_TSAN)
+  if (current->wait_for != nullptr) __tsan_acquire(current->wait_for);
+#endif
+}
+
+//! Runs kernel(args...) on grid x block threads, CTA after CTA; `overlapped`: the
+//! kernel may start before its predecessor ends (BGTQ_LAUNCH_OVERLAP). The launch has
+//! ended when this returns; under TSan its writes are ordered as described above.
 template <class... P, class... A>
-void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, A&&... a) {
+void launch_async(bool overlapped, void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, A&&... a) {
+  launch_state* pred = nullptr;
+  if (overlapped && !unsynced.empty()) {
+    pred = unsynced.back();
+    unsynced.pop_back();
+  }
+  host_sync();  // everything before the predecessor (all of it when not overlapped)
+  if (pred != nullptr) unsynced.push_back(pred);
   if (smem > smem_limit(reinterpret_cast<const void*>(kernel))) {  // like the device: the launch fails
     last_error = 1;  // cudaErrorInvalidValue
     return;
   }
-  launch_state& s = state();
+  launch_state& s = slots[launches++ % 2];  // the predecessor's is the other one
+  s.wait_for = pred != nullptr ? &pred->done : nullptr;
   const unsigned nt = block.x * block.y * block.z;
   const unsigned nw = (nt + 31) / 32;
+  // everything the threads read lives in the slot (or their own copies), not on this
+  // stack: under TSan the host's later calls reuse it unordered against their reads
   s.smem.assign(std::max<std::size_t>(smem, 16) + 64, 0xFF);
-  std::barrier<> bar(static_cast<std::ptrdiff_t>(nt));
-  s.block = &bar;
+  s.block = std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(nt));
   s.warps.clear();
   for (unsigned w = 0; w < nw; ++w) s.warps.push_back(std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(std::min(32u, nt - 32 * w))));
   s.shfl.assign(static_cast<std::size_t>(nw) * 32, 0);
   s.mma.assign(static_cast<std::size_t>(nw) * 32 * 6, 0);
   for (auto& a : s.any) a.store(0);
   s.copies_left.store(false);
-  blockDim = block;
-  gridDim = grid;
-  const std::tuple<std::decay_t<P>...> args(std::forward<A>(a)...);
+  using args_t = std::tuple<std::decay_t<P>...>;
+  const auto args = std::make_shared<const args_t>(std::forward<A>(a)...);
+  s.args = args;
   std::vector<std::thread> threads;
   threads.reserve(nt);
   for (unsigned t = 0; t < nt; ++t)
-    threads.emplace_back([&, t] {
+    threads.emplace_back([t, kernel, grid, block, sp = &s, ap = args.get()] {
+      launch_state& s = *sp;
+      current = sp;
+      blockDim = block;
+      gridDim = grid;
       threadIdx = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
       for (unsigned z = 0; z < grid.z; ++z)
         for (unsigned y = 0; y < grid.y; ++y)
           for (unsigned x = 0; x < grid.x; ++x) {
             blockIdx = dim3(x, y, z);
             if (t == 0) std::memset(s.smem.data(), 0xFF, s.smem.size());
-            bar.arrive_and_wait();
-            std::apply(kernel, args);
+            s.block->arrive_and_wait();
+            std::apply(kernel, *ap);
             cp_drain();
-            bar.arrive_and_wait();
+            s.block->arrive_and_wait();
           }
+#if defined(BGTQ_EMU_TSAN)
+      __tsan_release(&s.done);
+#endif
     });
+#if defined(BGTQ_EMU_TSAN)
+  AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
+#endif
   for (auto& th : threads) th.join();
-  s.block = nullptr;
+#if defined(BGTQ_EMU_TSAN)
+  AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
+#endif
+  unsynced.push_back(&s);
   if (s.copies_left.load()) last_error = 719;  // cudaErrorLaunchFailure
 }
+//! A plain launch whose results the caller may read at once (the tests' probe kernels).
+template <class... P, class... A>
+void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, A&&... a) {
+  launch_async(false, kernel, grid, block, smem, std::forward<A>(a)...);
+  host_sync();
+}
 
-#if defined(__SANITIZE_THREAD__)
-#define BGTQ_EMU_TSAN 1
-#elif defined(__has_feature)
-#if __has_feature(thread_sanitizer)
-#define BGTQ_EMU_TSAN 1
-#endif
-#endif
-#if defined(BGTQ_EMU_TSAN)
-extern "C" void AnnotateIgnoreSyncBegin(const char*, int);
-extern "C" void AnnotateIgnoreSyncEnd(const char*, int);
-extern "C" void AnnotateIgnoreReadsBegin(const char*, int);
-extern "C" void AnnotateIgnoreReadsEnd(const char*, int);
-extern "C" void AnnotateIgnoreWritesBegin(const char*, int);
-extern "C" void AnnotateIgnoreWritesEnd(const char*, int);
-#endif
 
 //! The meeting point of a warp collective (shuffle, mma.sync): the lanes wait for each
 //! other, as they must for the exchange, but on the device that orders no memory, so
@@ -466,10 +530,12 @@ cudaError_t cudaMalloc(T** p, std::size_t n) {
   return cudaMalloc(reinterpret_cast<void**>(p), n);
 }
 inline cudaError_t cudaFree(void* p) {
+  bgtq_emu::host_sync();
   std::free(p);
   return cudaSuccess;
 }
 inline cudaError_t cudaMemcpy(void* d, const void* s, std::size_t n, cudaMemcpyKind) {
+  bgtq_emu::host_sync();  // stream order: the launches before it have ended
   if (n) std::memmove(d, s, n);
   return cudaSuccess;
 }
@@ -477,11 +543,15 @@ inline cudaError_t cudaMemcpyAsync(void* d, const void* s, std::size_t n, cudaMe
   return cudaMemcpy(d, s, n, k);
 }
 inline cudaError_t cudaMemset(void* d, int v, std::size_t n) {
+  bgtq_emu::host_sync();
   if (n) std::memset(d, v, n);
   return cudaSuccess;
 }
 inline cudaError_t cudaMemsetAsync(void* d, int v, std::size_t n, cudaStream_t = nullptr) { return cudaMemset(d, v, n); }
-inline cudaError_t cudaStreamSynchronize(cudaStream_t) { return cudaSuccess; }
+inline cudaError_t cudaStreamSynchronize(cudaStream_t) {
+  bgtq_emu::host_sync();
+  return cudaSuccess;
+}
 // events: host wall-clock stamps (the emulator runs launches synchronously)
 struct CUevent_st {
   std::chrono::steady_clock::time_point t;
@@ -498,9 +568,15 @@ inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = nullptr) {
   e->t = std::chrono::steady_clock::now();
   return cudaSuccess;
 }
-inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) {
+  bgtq_emu::host_sync();
+  return cudaSuccess;
+}
 inline cudaError_t cudaEventElapsedTime(float* ms, cudaEvent_t a, cudaEvent_t b) {
   *ms = std::chrono::duration<float, std::milli>(b->t - a->t).count();
   return cudaSuccess;
 }
-inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+inline cudaError_t cudaDeviceSynchronize() {
+  bgtq_emu::host_sync();
+  return cudaSuccess;
+}

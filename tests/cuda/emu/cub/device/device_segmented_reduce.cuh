@@ -14,6 +14,7 @@ struct DeviceSegmentedReduce {
       temp_bytes = 16;
       return cudaSuccess;
     }
+    bgtq_emu::host_sync();  // runs after the launches before it (stream order)
     for (int s = 0; s < segments; ++s) {
       auto acc = decltype(+in[0]){};
       for (auto i = begin[s]; i < end[s]; ++i) acc = acc + in[i];
