@@ -243,7 +243,7 @@ void launch_async(bool overlapped, void (*kernel)(P...), dim3 grid, dim3 block, 
   host_sync();  // everything before the predecessor (all of it when not overlapped)
   if (pred != nullptr) unsynced.push_back(pred);
   if (smem > smem_limit(reinterpret_cast<const void*>(kernel))) {  // like the device: the launch fails
-    last_error = 1;  // cudaErrorInvalidValue
+    last_error = cudaErrorInvalidValue;
     return;
   }
   launch_state& s = slots[launches++ % 2];  // the predecessor's is the other one
@@ -294,7 +294,7 @@ void launch_async(bool overlapped, void (*kernel)(P...), dim3 grid, dim3 block, 
   AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
 #endif
   unsynced.push_back(&s);
-  if (s.copies_left.load()) last_error = 719;  // cudaErrorLaunchFailure
+  if (s.copies_left.load()) last_error = cudaErrorLaunchFailure;
 }
 //! A plain launch whose results the caller may read at once (the tests' probe kernels).
 template <class... P, class... A>
@@ -302,7 +302,6 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, A&&..
   launch_async(false, kernel, grid, block, smem, std::forward<A>(a)...);
   host_sync();
 }
-
 
 //! The meeting point of a warp collective (shuffle, mma.sync): the lanes wait for each
 //! other, as they must for the exchange, but on the device that orders no memory, so
