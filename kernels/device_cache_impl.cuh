@@ -120,7 +120,7 @@ struct device_cache::impl {
 //! and block as named dim3 values (a macro argument cannot hold a comma).
 #if defined(BGTQ_CUDA_EMULATION)
 #define BGTQ_LAUNCH(kernel, grid, block, smem, stream, ...) \
-  ::bgtq_emu::launch_async(false, kernel, grid, block, smem, __VA_ARGS__)
+  ::bgtq_emu::stream_launch(false, kernel, grid, block, smem, __VA_ARGS__)
 #else
 #define BGTQ_LAUNCH(kernel, grid, block, smem, stream, ...) kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
 #endif
@@ -195,7 +195,7 @@ bool runs_sm90_code(int device) {
 //! grid_dependency_wait (tests/cuda/emu/cuda_runtime.h), so reading early is a race.
 #if defined(BGTQ_CUDA_EMULATION)
 #define BGTQ_LAUNCH_OVERLAP(device, kernel, grid, block, smem, stream, ...) \
-  ((void)(device), ::bgtq_emu::launch_async(!::bgtq::cuda::pdl_disabled(), kernel, grid, block, smem, __VA_ARGS__), \
+  ((void)(device), ::bgtq_emu::stream_launch(!::bgtq::cuda::pdl_disabled(), kernel, grid, block, smem, __VA_ARGS__), \
    cudaGetLastError())
 #else
 template <class... P, class... A>

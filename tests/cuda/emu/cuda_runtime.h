@@ -19,7 +19,7 @@
 // before the wait sees NaN and a neighbour's access between issue and wait is a race.
 // Launches run one after another; under ThreadSanitizer a launch's writes are ordered
 // for the host and later launches only by a synchronising call, a plain launch or, for a
-// launch overlapped with its predecessor, the kernel's grid_dependency_wait (launch_async).
+// launch overlapped with its predecessor, the kernel's grid_dependency_wait (stream_launch).
 // Not emulated: concurrency between CTAs, warp divergence timing, performance. Launch
 // failures: a dynamic shared-memory size above the kernel's limit (48 KB unless
 // raised), and copies a thread issued but never waited for (cudaErrorLaunchFailure).
@@ -120,6 +120,38 @@ extern "C" void AnnotateIgnoreWritesEnd(const char*, int);
 extern "C" void __tsan_acquire(void*);
 extern "C" void __tsan_release(void*);
 #endif
+
+namespace bgtq_emu {
+//! For its lifetime, hides from ThreadSanitizer this thread's synchronisation and, with
+//! `accesses`, its memory accesses (AnnotateIgnoreSync/Reads/Writes, nested in that order).
+//! Nothing without ThreadSanitizer.
+class tsan_blind {
+ public:
+  explicit tsan_blind(bool accesses) : accesses_(accesses) {
+#if defined(BGTQ_EMU_TSAN)
+    AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
+    if (accesses_) {
+      AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
+      AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
+    }
+#endif
+  }
+  ~tsan_blind() {
+#if defined(BGTQ_EMU_TSAN)
+    if (accesses_) {
+      AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
+      AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
+    }
+    AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
+#endif
+  }
+  tsan_blind(const tsan_blind&) = delete;
+  tsan_blind& operator=(const tsan_blind&) = delete;
+
+ private:
+  [[maybe_unused]] bool accesses_;
+};
+}  // namespace bgtq_emu
 
 namespace bgtq_emu {
 
@@ -234,7 +266,7 @@ inline void dependency_wait() {
 //! kernel may start before its predecessor ends (BGTQ_LAUNCH_OVERLAP). The launch has
 //! ended when this returns; under TSan its writes are ordered as described above.
 template <class... P, class... A>
-void launch_async(bool overlapped, void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, A&&... a) {
+void stream_launch(bool overlapped, void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, A&&... a) {
   launch_state* pred = nullptr;
   if (overlapped && !unsynced.empty()) {
     pred = unsynced.back();
@@ -286,20 +318,17 @@ void launch_async(bool overlapped, void (*kernel)(P...), dim3 grid, dim3 block, 
       __tsan_release(&s.done);
 #endif
     });
-#if defined(BGTQ_EMU_TSAN)
-  AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
-#endif
-  for (auto& th : threads) th.join();
-#if defined(BGTQ_EMU_TSAN)
-  AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
-#endif
+  {
+    const tsan_blind blind(false);  // joining orders nothing (see above)
+    for (auto& th : threads) th.join();
+  }
   unsynced.push_back(&s);
   if (s.copies_left.load()) last_error = cudaErrorLaunchFailure;
 }
 //! A plain launch whose results the caller may read at once (the tests' probe kernels).
 template <class... P, class... A>
 void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, A&&... a) {
-  launch_async(false, kernel, grid, block, smem, std::forward<A>(a)...);
+  stream_launch(false, kernel, grid, block, smem, std::forward<A>(a)...);
   host_sync();
 }
 
@@ -309,17 +338,8 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, A&&..
 //! only __syncwarp and __syncthreads order shared memory between threads in its eyes.
 //! The exchange slots are relaxed atomics, so their own traffic is no race.
 inline void warp_rendezvous(unsigned w) {
-#if defined(BGTQ_EMU_TSAN)
-  AnnotateIgnoreSyncBegin(__FILE__, __LINE__);
-  AnnotateIgnoreReadsBegin(__FILE__, __LINE__);
-  AnnotateIgnoreWritesBegin(__FILE__, __LINE__);
-#endif
+  const tsan_blind blind(true);
   state().warps[w]->arrive_and_wait();
-#if defined(BGTQ_EMU_TSAN)
-  AnnotateIgnoreWritesEnd(__FILE__, __LINE__);
-  AnnotateIgnoreReadsEnd(__FILE__, __LINE__);
-  AnnotateIgnoreSyncEnd(__FILE__, __LINE__);
-#endif
 }
 template <class T>
 void slot_store(T& slot, T v) {
