@@ -108,4 +108,4 @@ fuzz-smoke: fuzz
 	@tests/fuzz/smoke.sh build-fuzz $(FUZZ_SECONDS)
 
 clean:
-	rm -rf $(BUILD) build-asan build-tsan build-fuzz
+	rm -rf $(BUILD) build-asan build-tsan build-fuzz build-cov

@@ -704,8 +704,6 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
   kp.value_cent = p_->tables.value_cent[l];
   kp.value_groups = p_->tables.value_groups[l];
   kp.nonfinite = a.nonfinite;
-  if (a.max_quantized > 0 && a.max_pages_per_seq <= 0)
-    return detail::arg_fail(errc::invalid_argument, "decode_attention: max_pages_per_seq must be > 0");
   const cudaStream_t st = as_stream(stream);
 
   // rotate, split and merge: on sm_90+ the split and merge launches overlap their

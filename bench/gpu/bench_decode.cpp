@@ -175,6 +175,19 @@ int run_checks(path_mode mode, bool small) {
                                     1e-4, 0, bc::decode_path::cuda_cores, true));  // every window score -inf
     reps.push_back(gpu_check_energy(8, 2, 64, bgtq::rope_pairing::interleaved, 1000, bc::dtype::f32, 300, 40));
     reps.push_back(gpu_check_energy(32, 8, 128, bgtq::rope_pairing::half, 517, bc::dtype::f16, 4096, 41));
+    reps.push_back(gpu_check_fill());
+    // GQA groups that leave head slots of a CTA empty or use the two-head kernel
+    for (int G : {2, 3, 6, 12})
+      reps.push_back(gpu_check_decode(decode_shape(64, 2, 2 * G, 2, 8, {300, 97, 1}), mixed, {300, 97, 1}, bc::dtype::f32, 0,
+                                      33 + G));
+    // the value widths the Block-GTQ (3) and uniform (2, 3) checks above leave out
+    for (int bits : {1, 4, 5, 6, 7, 8}) {
+      method u = tq3;
+      u.name = "tq" + std::to_string(bits);
+      u.key_bits = u.value_bits = bits;
+      reps.push_back(gpu_check_decode(decode_shape(bits % 2 ? 128 : 64, 2, 8, 2, 16, {1000, 54}, 1), u, {1000, 54},
+                                      bc::dtype::f16, 0, 80 + bits));
+    }
   }
   // the tensor-core path (decode_path::tensor_cores, tolerance 3e-3: fp16 operands)
   for (int D : {64, 128})
@@ -184,6 +197,11 @@ int run_checks(path_mode mode, bool small) {
       const shape s = decode_shape(D, 2, 2 * G, 4, 32, lengths);
       reps.push_back(gpu_check_decode(s, G == 4 ? greedy : mixed, lengths, bc::dtype::f32, 0, 50 + D + G, 3e-3, 0, tc));
     }
+  for (int G : {3, 6, 12}) {  // partial head chunks
+    if (!tcs) break;
+    reps.push_back(gpu_check_decode(decode_shape(64, 2, 2 * G, 2, 8, {300, 97, 1}), mixed, {300, 97, 1}, bc::dtype::f32, 0,
+                                    53 + G, 3e-3, 0, tc));
+  }
   for (int bits = 1; bits <= 8; ++bits) {
     if (!tcs) break;
     method u = tq3;

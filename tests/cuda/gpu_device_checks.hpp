@@ -18,6 +18,7 @@
 #include <bgtq/cuda/device_cache.hpp>
 #include <bgtq/cuda/energy.hpp>
 #include <bgtq/cuda/upload.hpp>
+#include <bgtq/core/rng.hpp>
 #include <bgtq/rope/layout.hpp>
 
 #if __has_include(<bgtq/energy/energy.hpp>)
@@ -601,9 +602,85 @@ inline check_report gpu_check_narrowing() {
   return rep;
 }
 
+//! cuda::fill_uniform (the benchmarks' inputs) against its definition computed on the
+//! host: element i is lo + (hi - lo) * u, u = (word i % 4 of Philox4x32-10 at counter
+//! (i / 4, 0) and key (seed, seed >> 32)) >> 8 times 2^-24, rounded to the element type
+//! like every kernel store; equal bits. n = 1003 (a partial last quad), three poisoned
+//! elements past n must stay untouched; every value in [lo, hi] (hi only by fp16/bf16
+//! rounding) and, as a sanity check of the host formula itself, the f32 mean within 0.2
+//! of (lo + hi) / 2 (about 5 standard deviations); another seed changes most elements.
+inline check_report gpu_check_fill() {
+  check_report rep;
+  rep.what = "fill_uniform: n = 1003, [-2, 3), f32/f16/bf16, against the host Philox formula";
+  constexpr std::size_t n = 1003, tail = 3;
+  constexpr float lo = -2.0f, hi = 3.0f;
+  dev_buf dst;
+  BGTQ_CHECK_CUDA(dst.alloc((n + tail) * 4));
+  auto expect = [&](std::uint64_t seed, std::size_t i) {
+    const u32x4 r = philox4x32(u32x4{{static_cast<std::uint32_t>(i / 4), static_cast<std::uint32_t>(i / 4 >> 32), 0u, 0u}},
+                               static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32));
+    const float u = static_cast<float>(r.v[i % 4] >> 8) * (1.0f / 16777216.0f);
+    return lo + (hi - lo) * u;
+  };
+  for (const cuda::dtype t : {cuda::dtype::f32, cuda::dtype::f16, cuda::dtype::bf16}) {
+    const std::size_t es = t == cuda::dtype::f32 ? 4 : 2;
+    std::vector<std::vector<std::uint8_t>> runs;
+    for (const std::uint64_t seed : {0x1234567890abcdefull, 0x1234567890abcdefull, 99ull}) {
+      BGTQ_CHECK_CUDA(cudaMemset(dst.p, 0xA5, dst.bytes));
+      BGTQ_CHECK_ERRC(cuda::fill_uniform(dst.p, n, t, seed, lo, hi));
+      std::vector<std::uint8_t> got(dst.bytes);
+      BGTQ_CHECK_CUDA(cudaMemcpy(got.data(), dst.p, dst.bytes, cudaMemcpyDeviceToHost));
+      double sum = 0.0;
+      for (std::size_t i = 0; i < n; ++i) {
+        const float want = expect(seed, i);
+        float v;
+        bool same;
+        if (es == 4) {
+          std::memcpy(&v, got.data() + 4 * i, 4);
+          same = std::memcmp(&v, &want, 4) == 0;
+        } else {
+          std::uint16_t b;
+          std::memcpy(&b, got.data() + 2 * i, 2);
+          const bool f16 = t == cuda::dtype::f16;
+          v = f16 ? half_bits_to_float(b) : bf16_bits_to_float(b);
+          same = b == (f16 ? float_to_half_bits(want) : float_to_bf16_bits(want));
+        }
+        if (!same || !(v >= lo && v <= hi)) {
+          char buf[160];
+          std::snprintf(buf, sizeof buf, " | %s seed %llu element %zu: device %.9g, host %.9g", dtype_name(t),
+                        static_cast<unsigned long long>(seed), i, static_cast<double>(v), static_cast<double>(want));
+          rep.what += buf;
+          return rep;
+        }
+        sum += v;
+      }
+      for (std::size_t i = n * es; i < got.size(); ++i)
+        if (got[i] != 0xA5) {
+          rep.what += std::string(" | ") + dtype_name(t) + ": a byte past element n - 1 was written";
+          return rep;
+        }
+      if (std::fabs(sum / n - 0.5 * (lo + hi)) > 0.2) {
+        rep.what += std::string(" | ") + dtype_name(t) + ": mean " + std::to_string(sum / n) + " far from 0.5";
+        return rep;
+      }
+      runs.push_back(std::move(got));
+    }
+    std::size_t same = 0;
+    for (std::size_t i = 0; i < n; ++i) same += std::memcmp(runs[1].data() + es * i, runs[2].data() + es * i, es) == 0;
+    if (runs[0] != runs[1] || same > n / 10) {
+      rep.what += std::string(" | ") + dtype_name(t) + ": the same seed gave different values or another seed the same (" +
+                  std::to_string(same) + " of 1003 equal)";
+      return rep;
+    }
+  }
+  rep.ok = true;
+  return rep;
+}
+
 //! device_energy vs double sums on the CPU (and vs energy_estimator when present):
 //! relative 1e-12 per (head, block). The tokens go in two accumulate calls, the
-//! second larger than max_tokens (internal passes).
+//! second larger than max_tokens (internal passes), after a first pass over a few
+//! tokens and a reset, which must leave zero sums and a token count of 0.
 inline check_report gpu_check_energy(int Hq, int Hkv, int D, rope_pairing pairing, long long T, cuda::dtype type,
                                      long long max_tokens, std::uint64_t seed) {
   check_report rep;
@@ -648,6 +725,18 @@ inline check_report gpu_check_energy(int Hq, int Hkv, int D, rope_pairing pairin
     BGTQ_CHECK_CUDA(upload_vec(dk, kb));
   }
   const std::size_t es = type == cuda::dtype::f32 ? 4 : 2;
+  {  // reset after a first pass over a few tokens: zero sums, no tokens
+    BGTQ_CHECK_ERRC(e.accumulate(dq.p, dk.p, std::min<long long>(T, 7), type));
+    BGTQ_CHECK_ERRC(e.reset());
+    std::vector<double> zq(wq.size(), NAN), zk(wk.size(), NAN);
+    BGTQ_CHECK_ERRC(e.download(zq.data(), zk.data()));
+    for (std::size_t i = 0; i < zq.size(); ++i)
+      if (zq[i] != 0.0 || zk[i] != 0.0 || e.tokens() != 0) {
+        rep.what += " | after reset: sums " + std::to_string(zq[i]) + ", " + std::to_string(zk[i]) + " at " + std::to_string(i) +
+                    ", tokens " + std::to_string(e.tokens());
+        return rep;
+      }
+  }
   const long long t1 = T / 3;
   BGTQ_CHECK_ERRC(e.accumulate(dq.p, dk.p, t1, type));
   BGTQ_CHECK_ERRC(e.accumulate(dq.as<std::uint8_t>() + static_cast<std::size_t>(t1) * Hq * D * es,

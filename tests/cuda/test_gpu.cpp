@@ -190,6 +190,39 @@ TEST_CASE("decode_attention: fp16 and bf16 queries, forced split counts, GQA 16 
     }
 }
 
+TEST_CASE("decode_attention: GQA 2, 3, 6 and 12 (two-head CTAs, padded and partial head chunks), both paths",
+          "[gpu][decode][mma]") {
+  require_device();
+  // the other cases use GQA 1, 4, 8 and 16, where every CTA's head chunk is full: G = 2
+  // takes the CUDA-core kernel's two-head instantiation, 3 and 6 leave one and two of a
+  // chunk's 4 or 8 head slots empty, 12 is one full chunk of 8 and one of 4
+  const std::vector<int> lengths{300, 97, 1};
+  for (int G : {2, 3, 6, 12})
+    for (bc::decode_path path : {bc::decode_path::cuda_cores, bc::decode_path::tensor_cores}) {
+      const bool tc = path == bc::decode_path::tensor_cores;
+      const shape s = decode_shape(64, 2, 2 * G, 2, 8, lengths);
+      const check_report r = gpu_check_decode(s, mixed_method(), lengths, bc::dtype::f32, 0, 740 + G + 20 * tc, tc ? 3e-3 : 1e-4, 0, path);
+      INFO(r.what);
+      REQUIRE(r.ok);
+    }
+}
+
+TEST_CASE("decode_attention on CUDA cores: uniform TQ keys and values at widths 1 and 4..8", "[gpu][decode]") {
+  require_device();
+  // the Block-GTQ cases hold keys of every width but values of 3 bits, the uniform case
+  // above 2 and 3: here every other value width of the CUDA-core value pass, one length
+  // each in the emulated run (both lengths, with and without a window, at full size)
+  for (int bits : {1, 4, 5, 6, 7, 8})
+    for (int L : {54, 1000})
+      for (bool window : {false, true}) {
+        if (!full_size() && ((L == 54) != (bits % 2 == 0) || window != (bits >= 6))) continue;
+        const shape s = decode_shape(bits % 2 ? 128 : 64, 2, 8, window ? 2 : 0, window ? 16 : 0, {L}, 1);
+        const check_report r = gpu_check_decode(s, tq_method(bits), {L}, bc::dtype::f32, 0, 730 + L + bits);
+        INFO(r.what);
+        REQUIRE(r.ok);
+      }
+}
+
 TEST_CASE("decode_attention: an engine's own logit scale (flatter and sharper than 1/sqrt(D)), both paths", "[gpu][decode][mma]") {
   require_device();
   const std::vector<int> lengths{300, 97};
@@ -305,6 +338,21 @@ TEST_CASE("launchers return error codes with a message for bad arguments", "[gpu
     REQUIRE(std::string(bc::last_error_message()).find("scale") != std::string::npos);
   }
   a.scale = 0.0f;
+  // more tokens than the page table can hold: refused before anything is read or launched
+  dev_buf buf;
+  REQUIRE(buf.alloc(1 << 16) == cudaSuccess);
+  a.q = buf.p;
+  a.out = buf.as<float>();
+  a.quantized = buf.as<int>();
+  a.page_table = buf.as<int>();
+  for (const auto& [mq, mpps] : {std::pair{65LL, 1}, std::pair{1LL, 0}, std::pair{-1LL, 1}}) {
+    a.max_quantized = mq;
+    a.max_pages_per_seq = mpps;
+    INFO("max_quantized " << mq << ", max_pages_per_seq " << mpps);
+    REQUIRE(dev.decode_attention(a) == bgtq::errc::invalid_argument);
+    REQUIRE(std::string(bc::last_error_message()).find("max_quantized") != std::string::npos);
+  }
+  a = bc::decode_args{};
   std::vector<std::uint8_t> host(dev.page_part_bytes(0, 0));
   REQUIRE(dev.download_page_part(s.max_pages, 0, 0, host.data()) == bgtq::errc::invalid_argument);
   REQUIRE(dev.download_page_part(0, 0, 5, host.data()) == bgtq::errc::not_found);
@@ -315,6 +363,59 @@ TEST_CASE("launchers return error codes with a message for bad arguments", "[gpu
   REQUIRE(en.accumulate(nullptr, nullptr, 5, bc::dtype::f16) == bgtq::errc::invalid_argument);
   REQUIRE(std::string(bc::last_error_message()).find("null") != std::string::npos);
   REQUIRE(en.accumulate(nullptr, nullptr, 0, bc::dtype::f16) == bgtq::errc::ok);  // zero tokens: nothing read
+}
+
+TEST_CASE("device_cache: pool_bytes is the host pool's, uploads land byte for byte, clear() zeroes every page part", "[gpu]") {
+  require_device();
+  shape s;
+  s.layers = 2;
+  s.max_pages = 6;
+  const method m = mixed_method();
+  auto c = make_cache(s, m, 17);
+  fill_cache(c, {150, 70}, 18, bc::dtype::f32, m.value_scale);  // 3 + 2 of the 6 pages in use
+  bc::device_cache dev;
+  REQUIRE(bc::device_cache::create(bc::describe(c), dev) == bgtq::errc::ok);
+  REQUIRE(dev.sm_count() > 0);
+  std::size_t pool = 0;
+  for (int l = 0; l < s.layers; ++l)
+    for (int h = 0; h < s.kv_heads; ++h) {
+      REQUIRE(dev.page_part_bytes(l, h) == c.head_page_bytes(l, h));
+      pool += c.head_page_bytes(l, h) * static_cast<std::size_t>(s.max_pages);
+    }
+  REQUIRE(dev.pool_bytes() == pool);
+  REQUIRE(bc::upload_all_pages(c, dev) == bgtq::errc::ok);
+  // every page part as the host holds it (pages in use carry codes: not all zero)
+  std::size_t nonzero = 0;
+  for (int pg = 0; pg < s.max_pages; ++pg)
+    for (int l = 0; l < s.layers; ++l)
+      for (int h = 0; h < s.kv_heads; ++h) {
+        std::vector<std::uint8_t> got(dev.page_part_bytes(l, h), 0xA5);
+        REQUIRE(dev.download_page_part(pg, l, h, got.data()) == bgtq::errc::ok);
+        const std::uint8_t* want = c.page_ptr(pg, l, h);
+        INFO("page " << pg << " layer " << l << " head " << h);
+        REQUIRE(std::equal(got.begin(), got.end(), want));
+        nonzero += static_cast<std::size_t>(std::count_if(got.begin(), got.end(), [](std::uint8_t b) { return b != 0; }));
+      }
+  REQUIRE(nonzero > pool / 8);
+  REQUIRE(dev.clear() == bgtq::errc::ok);
+  for (int pg = 0; pg < s.max_pages; ++pg)
+    for (int l = 0; l < s.layers; ++l)
+      for (int h = 0; h < s.kv_heads; ++h) {
+        std::vector<std::uint8_t> got(dev.page_part_bytes(l, h), 0xA5);
+        REQUIRE(dev.download_page_part(pg, l, h, got.data()) == bgtq::errc::ok);
+        INFO("page " << pg << " layer " << l << " head " << h);
+        REQUIRE(std::all_of(got.begin(), got.end(), [](std::uint8_t b) { return b == 0; }));
+      }
+  bc::device_cache empty;
+  REQUIRE(empty.clear() == bgtq::errc::invalid_argument);
+  REQUIRE(empty.pool_bytes() == 0);
+}
+
+TEST_CASE("fill_uniform writes its Philox formula's values, seeded, and nothing past n (f32, f16, bf16)", "[gpu]") {
+  require_device();
+  const check_report r = gpu_check_fill();
+  INFO(r.what);
+  REQUIRE(r.ok);
 }
 
 // ---------------------------------------------------------------- tensor-core decode path
