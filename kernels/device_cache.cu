@@ -26,6 +26,7 @@ errc cuda_fail(cudaError_t e, const char* what, const char* file, int line) noex
   char buf[512];
   std::snprintf(buf, sizeof buf, "%s failed: %s (%s) at %s:%d", what, cudaGetErrorString(e), cudaGetErrorName(e), file, line);
   set_error(buf);
+  (void)cudaGetLastError();  // reported here, once (see the declaration)
   return errc::device_error;
 }
 

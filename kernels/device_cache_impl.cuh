@@ -20,6 +20,10 @@ namespace detail {
 //! Records `msg` as this thread's last error message (never throws).
 void set_error(const char* msg) noexcept;
 //! Records "<what> failed: <CUDA message> (<file>:<line>)"; returns errc::device_error.
+//! Also consumes the runtime's last-error state (cudaGetLastError): a failed call leaves
+//! its error there, and a non-sticky one (an allocation beyond the device's memory, an
+//! attribute refused) would otherwise be reported again by the next launch check, as a
+//! failure of a launch that succeeded. Reported once, by the call that failed.
 errc cuda_fail(cudaError_t e, const char* what, const char* file, int line) noexcept;
 //! Records msg; returns code.
 errc arg_fail(errc code, const char* msg) noexcept;
@@ -39,7 +43,8 @@ errc arg_fail(errc code, const char* msg) noexcept;
     if (!(cond)) return ::bgtq::cuda::detail::arg_fail((code), (msg));    \
   } while (0)
 
-//! Checks the launch that was just enqueued.
+//! Checks the launch that was just enqueued (BGTQ_LAUNCH cleared any error left pending
+//! before it, so what this sees is the launch's own, or a sticky error of earlier work).
 #define BGTQ_CUDA_LAUNCHED(name)                                                        \
   do {                                                                                  \
     const cudaError_t bgtq_e_ = cudaGetLastError();                                     \
@@ -117,12 +122,23 @@ struct device_cache::impl {
 
 //! Kernel launch: `kernel<<<grid, block, smem, stream>>>(args...)`, or the CPU
 //! emulator's launch when built with BGTQ_CUDA_EMULATION (tests/cuda/emu). Pass grid
-//! and block as named dim3 values (a macro argument cannot hold a comma).
+//! and block as named dim3 values (a macro argument cannot hold a comma). A statement.
+//! First it clears a non-sticky error that an earlier runtime call left pending (the
+//! caller's own failed call, which returned it to the caller): BGTQ_CUDA_LAUNCHED after
+//! it then reports this launch's error only. A sticky error cannot be cleared and fails
+//! the launch check, as it should.
 #if defined(BGTQ_CUDA_EMULATION)
-#define BGTQ_LAUNCH(kernel, grid, block, smem, stream, ...) \
-  ::bgtq_emu::stream_launch(false, kernel, grid, block, smem, __VA_ARGS__)
+#define BGTQ_LAUNCH(kernel, grid, block, smem, stream, ...)                 \
+  do {                                                                      \
+    (void)cudaGetLastError();                                               \
+    ::bgtq_emu::stream_launch(false, kernel, grid, block, smem, __VA_ARGS__); \
+  } while (0)
 #else
-#define BGTQ_LAUNCH(kernel, grid, block, smem, stream, ...) kernel<<<grid, block, smem, stream>>>(__VA_ARGS__)
+#define BGTQ_LAUNCH(kernel, grid, block, smem, stream, ...) \
+  do {                                                      \
+    (void)cudaGetLastError();                               \
+    kernel<<<grid, block, smem, stream>>>(__VA_ARGS__);     \
+  } while (0)
 #endif
 
 //! Raises Kernel's dynamic shared-memory limit on `device` to at least `bytes`. The
@@ -195,12 +211,13 @@ bool runs_sm90_code(int device) {
 //! grid_dependency_wait (tests/cuda/emu/cuda_runtime.h), so reading early is a race.
 #if defined(BGTQ_CUDA_EMULATION)
 #define BGTQ_LAUNCH_OVERLAP(device, kernel, grid, block, smem, stream, ...) \
-  ((void)(device), ::bgtq_emu::stream_launch(!::bgtq::cuda::pdl_disabled(), kernel, grid, block, smem, __VA_ARGS__), \
-   cudaGetLastError())
+  ((void)(device), (void)cudaGetLastError(),                                                                    \
+   ::bgtq_emu::stream_launch(!::bgtq::cuda::pdl_disabled(), kernel, grid, block, smem, __VA_ARGS__), cudaGetLastError())
 #else
 template <class... P, class... A>
 cudaError_t launch_overlap(bool overlap, void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, cudaStream_t st,
                            const A&... args) {
+  (void)cudaGetLastError();  // an error left pending by an earlier call: not this launch's (BGTQ_LAUNCH)
   if (overlap && !pdl_disabled()) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = grid;

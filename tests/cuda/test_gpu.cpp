@@ -365,6 +365,46 @@ TEST_CASE("launchers return error codes with a message for bad arguments", "[gpu
   REQUIRE(en.accumulate(nullptr, nullptr, 0, bc::dtype::f16) == bgtq::errc::ok);  // zero tokens: nothing read
 }
 
+TEST_CASE("a failed CUDA call is reported once: a pool beyond device memory, then the next calls succeed", "[gpu][errors]") {
+  require_device();
+  shape s;
+  const auto c = make_cache(s, tq_method(3), 1);
+  bc::device_cache dev;
+  REQUIRE(bc::device_cache::create(bc::describe(c), dev) == bgtq::errc::ok);
+  const std::size_t pool = dev.pool_bytes();
+  bc::cache_desc huge = bc::describe(c);
+  huge.max_pages = 1 << 28;
+  std::size_t huge_bytes = 0;
+  for (int h = 0; h < s.kv_heads; ++h) huge_bytes += dev.page_part_bytes(0, h) << 28;
+  cudaDeviceProp prop{};
+  REQUIRE(cudaGetDeviceProperties(&prop, 0) == cudaSuccess);
+  REQUIRE(huge_bytes > prop.totalGlobalMem);
+  // the allocation fails: an error naming it, the cache given to create untouched
+  REQUIRE(bc::device_cache::create(huge, dev) == bgtq::errc::device_error);
+  const std::string msg = bc::last_error_message();
+  INFO(msg);
+  REQUIRE(msg.find("cudaMalloc") != std::string::npos);
+  REQUIRE(msg.find("out of memory") != std::string::npos);
+  REQUIRE(dev.valid());
+  REQUIRE(dev.pool_bytes() == pool);
+  // ... and the runtime's error state consumed by the report: not seen again by the next
+  // launch check, as a failure of a launch that succeeded
+  REQUIRE(cudaPeekAtLastError() == cudaSuccess);
+  dev_buf buf;
+  REQUIRE(buf.alloc(1024 * 4) == cudaSuccess);
+  REQUIRE(bc::fill_uniform(buf.p, 1024, bc::dtype::f32, 1, 0.0f, 1.0f) == bgtq::errc::ok);
+  // a caller's own failed call leaves its error pending (the runtime's behaviour, and the
+  // emulator's); the library's next launch is not blamed for it
+  void* p = nullptr;
+  REQUIRE(cudaMalloc(&p, huge_bytes) == cudaErrorMemoryAllocation);
+  REQUIRE(cudaPeekAtLastError() == cudaErrorMemoryAllocation);
+  REQUIRE(bc::fill_uniform(buf.p, 1024, bc::dtype::f32, 2, 0.0f, 1.0f) == bgtq::errc::ok);
+  REQUIRE(cudaPeekAtLastError() == cudaSuccess);
+  std::vector<float> got(1024);
+  REQUIRE(cudaMemcpy(got.data(), buf.p, 4096, cudaMemcpyDeviceToHost) == cudaSuccess);
+  REQUIRE(std::all_of(got.begin(), got.end(), [](float x) { return x >= 0.0f && x < 1.0f; }));
+}
+
 TEST_CASE("device_cache: pool_bytes is the host pool's, uploads land byte for byte, clear() zeroes every page part", "[gpu]") {
   require_device();
   shape s;

@@ -473,6 +473,17 @@ inline const char* cudaGetErrorName(cudaError_t e) {
   }
   return "cudaErrorUnknown";
 }
+namespace bgtq_emu {
+//! A runtime call that fails also leaves its error as the thread's last error, as the
+//! CUDA runtime does (a later cudaGetLastError returns it, a non-sticky one once).
+inline cudaError_t fail(cudaError_t e) {
+  last_error = e;
+  return e;
+}
+//! Device memory the emulated device reports (cudaDeviceProp::totalGlobalMem); a larger
+//! cudaMalloc fails with cudaErrorMemoryAllocation, as on a device.
+inline constexpr std::size_t emulated_memory = std::size_t{8} << 30;
+}  // namespace bgtq_emu
 inline cudaError_t cudaGetLastError() {
   const int e = bgtq_emu::last_error;
   bgtq_emu::last_error = 0;
@@ -489,10 +500,10 @@ inline cudaError_t cudaGetDevice(int* d) {
 }
 inline cudaError_t cudaSetDevice(int) { return cudaSuccess; }
 inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp* p, int d) {
-  if (d != 0) return cudaErrorInvalidValue;
+  if (d != 0) return bgtq_emu::fail(cudaErrorInvalidValue);
   std::memset(p, 0, sizeof *p);
   std::strcpy(p->name, "bgtq CPU emulator");
-  p->totalGlobalMem = std::size_t{8} << 30;
+  p->totalGlobalMem = bgtq_emu::emulated_memory;
   p->multiProcessorCount = bgtq_emu::emulated_sms;
   p->major = 9;
   p->l2CacheSize = 1 << 20;
@@ -508,14 +519,14 @@ inline cudaError_t cudaDeviceGetAttribute(int* v, cudaDeviceAttr a, int) {
     const char* e = std::getenv("BGTQ_EMU_SMEM_OPTIN");
     *v = e != nullptr && *e != 0 ? std::atoi(e) : static_cast<int>(bgtq_emu::max_dynamic_smem);
   } else {
-    return cudaErrorInvalidValue;
+    return bgtq_emu::fail(cudaErrorInvalidValue);
   }
   return cudaSuccess;
 }
 template <class F>
 cudaError_t cudaFuncSetAttribute(F f, cudaFuncAttribute a, int v) {
   if (a != cudaFuncAttributeMaxDynamicSharedMemorySize || v < 0 || static_cast<std::size_t>(v) > bgtq_emu::max_dynamic_smem)
-    return cudaErrorInvalidValue;
+    return bgtq_emu::fail(cudaErrorInvalidValue);
   std::lock_guard<std::mutex> lock(bgtq_emu::limits_mu);
   bgtq_emu::smem_limits()[reinterpret_cast<const void*>(f)] = static_cast<std::size_t>(v);
   return cudaSuccess;
@@ -535,14 +546,14 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* fa, F f) {
 //! not modelled, the shared memory is (at most 4, like a 128-thread CTA of ~128 registers).
 template <class F>
 cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* n, F, int block, std::size_t smem) {
-  if (block <= 0 || block > 1024) return cudaErrorInvalidValue;
+  if (block <= 0 || block > 1024) return bgtq_emu::fail(cudaErrorInvalidValue);
   const std::size_t per = std::max<std::size_t>(smem, 1);
   *n = static_cast<int>(std::min<std::size_t>(4, bgtq_emu::max_dynamic_smem / per));
   return cudaSuccess;
 }
 inline cudaError_t cudaMalloc(void** p, std::size_t n) {
-  *p = std::aligned_alloc(256, (std::max<std::size_t>(n, 1) + 255) / 256 * 256);
-  return *p ? cudaSuccess : cudaErrorMemoryAllocation;
+  *p = n <= bgtq_emu::emulated_memory ? std::aligned_alloc(256, (std::max<std::size_t>(n, 1) + 255) / 256 * 256) : nullptr;
+  return *p ? cudaSuccess : bgtq_emu::fail(cudaErrorMemoryAllocation);
 }
 template <class T>
 cudaError_t cudaMalloc(T** p, std::size_t n) {
