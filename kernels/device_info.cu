@@ -3,6 +3,8 @@
 
 #include <bgtq/cuda/device.hpp>
 
+#include "device_cache_impl.cuh"
+
 namespace bgtq::cuda {
 
 int device_count() noexcept {
@@ -15,8 +17,9 @@ int device_count() noexcept {
 }
 
 errc device_name(int device, char* buf, int buf_len) noexcept {
+  BGTQ_ARG_CHECK(buf != nullptr || buf_len <= 0, errc::invalid_argument, "device_name: null buffer");
   cudaDeviceProp p{};
-  if (cudaGetDeviceProperties(&p, device) != cudaSuccess) return errc::device_error;
+  BGTQ_CUDA_TRY(cudaGetDeviceProperties(&p, device));  // a device number out of range: device_error, named
   int i = 0;
   for (; i + 1 < buf_len && p.name[i]; ++i) buf[i] = p.name[i];
   if (buf_len > 0) buf[i] = '\0';

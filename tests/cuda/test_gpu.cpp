@@ -405,6 +405,50 @@ TEST_CASE("a failed CUDA call is reported once: a pool beyond device memory, the
   REQUIRE(std::all_of(got.begin(), got.end(), [](float x) { return x >= 0.0f && x < 1.0f; }));
 }
 
+TEST_CASE("device_name, and device_cache and device_energy moved and empty", "[gpu][errors]") {
+  require_device();
+  cudaDeviceProp prop{};
+  REQUIRE(cudaGetDeviceProperties(&prop, 0) == cudaSuccess);
+  const std::string full(prop.name);
+  REQUIRE(!full.empty());
+  char name[256];
+  REQUIRE(bc::device_name(0, name, static_cast<int>(sizeof name)) == bgtq::errc::ok);
+  REQUIRE(std::string(name) == full.substr(0, 255));
+  char four[4] = {'x', 'x', 'x', 'x'};
+  REQUIRE(bc::device_name(0, four, 4) == bgtq::errc::ok);  // truncated, NUL-terminated
+  REQUIRE(std::string(four) == full.substr(0, 3));
+  REQUIRE(bc::device_name(0, nullptr, 8) == bgtq::errc::invalid_argument);
+  REQUIRE(bc::device_name(bc::device_count(), name, 8) == bgtq::errc::device_error);  // one past the last device
+  REQUIRE(std::string(bc::last_error_message()).find("cudaGetDeviceProperties") != std::string::npos);
+  REQUIRE(cudaPeekAtLastError() == cudaSuccess);  // reported once
+
+  shape s;
+  const auto c = make_cache(s, tq_method(3), 1);
+  bc::device_cache a;
+  REQUIRE(bc::device_cache::create(bc::describe(c), a) == bgtq::errc::ok);
+  const void* pool = a.pool();
+  const std::size_t bytes = a.pool_bytes();
+  bc::device_cache b(std::move(a));
+  REQUIRE((!a.valid() && a.pool() == nullptr && a.pool_bytes() == 0 && a.sm_count() == 0 && a.desc().layers == 0));
+  REQUIRE((b.valid() && b.pool() == pool && b.pool_bytes() == bytes && b.desc().layers == s.layers));
+  bc::device_cache d;
+  d = std::move(b);
+  REQUIRE((!b.valid() && d.pool() == pool && d.desc().kv_heads == s.kv_heads));
+  REQUIRE(bc::upload_all_pages(c, d) == bgtq::errc::ok);  // the moved-to cache works
+  REQUIRE(bc::upload_all_pages(c, b) != bgtq::errc::ok);  // the moved-from one is empty, and says so
+
+  bc::device_energy e;
+  REQUIRE(bc::device_energy::create(8, 2, 64, std::vector<int>(64, 0), 100, e) == bgtq::errc::ok);
+  REQUIRE(e.blocks() == 32);
+  bc::device_energy f(std::move(e));
+  REQUIRE((e.blocks() == 0 && e.tokens() == 0 && f.blocks() == 32));
+  bc::device_energy g;
+  g = std::move(f);
+  REQUIRE((f.blocks() == 0 && g.blocks() == 32));
+  REQUIRE(e.reset() == bgtq::errc::invalid_argument);
+  REQUIRE(g.reset() == bgtq::errc::ok);
+}
+
 TEST_CASE("device_cache: pool_bytes is the host pool's, uploads land byte for byte, clear() zeroes every page part", "[gpu]") {
   require_device();
   shape s;

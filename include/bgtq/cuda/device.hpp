@@ -19,5 +19,7 @@ inline bool pdl_disabled() noexcept {
 //! Number of usable CUDA devices (0 if there is no driver or no device).
 int device_count() noexcept;
 //! Writes the device's name into buf (NUL-terminated, truncated to buf_len).
+//! Errors: invalid_argument (null buf with buf_len > 0), device_error (no such device;
+//! last_error_message names the CUDA error).
 errc device_name(int device, char* buf, int buf_len) noexcept;
 }  // namespace bgtq::cuda
