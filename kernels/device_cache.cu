@@ -26,7 +26,7 @@ errc cuda_fail(cudaError_t e, const char* what, const char* file, int line) noex
   char buf[512];
   std::snprintf(buf, sizeof buf, "%s failed: %s (%s) at %s:%d", what, cudaGetErrorString(e), cudaGetErrorName(e), file, line);
   set_error(buf);
-  (void)cudaGetLastError();  // reported here, once (see the declaration)
+  clear_pending_error();
   return errc::device_error;
 }
 

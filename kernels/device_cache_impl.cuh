@@ -20,11 +20,16 @@ namespace detail {
 //! Records `msg` as this thread's last error message (never throws).
 void set_error(const char* msg) noexcept;
 //! Records "<what> failed: <CUDA message> (<file>:<line>)"; returns errc::device_error.
-//! Also consumes the runtime's last-error state (cudaGetLastError): a failed call leaves
+//! Also clears the error (clear_pending_error): reported once, by the call that failed.
+errc cuda_fail(cudaError_t e, const char* what, const char* file, int line) noexcept;
+//! Clears the runtime's last-error state (cudaGetLastError). A failed runtime call leaves
 //! its error there, and a non-sticky one (an allocation beyond the device's memory, an
 //! attribute refused) would otherwise be reported again by the next launch check, as a
-//! failure of a launch that succeeded. Reported once, by the call that failed.
-errc cuda_fail(cudaError_t e, const char* what, const char* file, int line) noexcept;
+//! failure of a launch that succeeded. cuda_fail calls it for the errors the library
+//! reports, and every launch (BGTQ_LAUNCH, BGTQ_LAUNCH_OVERLAP) before it starts, for an
+//! error a caller's own failed call left pending (that call returned it to the caller).
+//! A sticky error (a crashed kernel) cannot be cleared: the launch check still sees it.
+inline void clear_pending_error() noexcept { (void)cudaGetLastError(); }
 //! Records msg; returns code.
 errc arg_fail(errc code, const char* msg) noexcept;
 
@@ -43,8 +48,8 @@ errc arg_fail(errc code, const char* msg) noexcept;
     if (!(cond)) return ::bgtq::cuda::detail::arg_fail((code), (msg));    \
   } while (0)
 
-//! Checks the launch that was just enqueued (BGTQ_LAUNCH cleared any error left pending
-//! before it, so what this sees is the launch's own, or a sticky error of earlier work).
+//! Checks the launch that was just enqueued (which began with clear_pending_error, so what
+//! this sees is the launch's own error, or a sticky error of earlier work).
 #define BGTQ_CUDA_LAUNCHED(name)                                                        \
   do {                                                                                  \
     const cudaError_t bgtq_e_ = cudaGetLastError();                                     \
@@ -122,21 +127,18 @@ struct device_cache::impl {
 
 //! Kernel launch: `kernel<<<grid, block, smem, stream>>>(args...)`, or the CPU
 //! emulator's launch when built with BGTQ_CUDA_EMULATION (tests/cuda/emu). Pass grid
-//! and block as named dim3 values (a macro argument cannot hold a comma). A statement.
-//! First it clears a non-sticky error that an earlier runtime call left pending (the
-//! caller's own failed call, which returned it to the caller): BGTQ_CUDA_LAUNCHED after
-//! it then reports this launch's error only. A sticky error cannot be cleared and fails
-//! the launch check, as it should.
+//! and block as named dim3 values (a macro argument cannot hold a comma). A statement;
+//! it clears a pending error first (clear_pending_error).
 #if defined(BGTQ_CUDA_EMULATION)
-#define BGTQ_LAUNCH(kernel, grid, block, smem, stream, ...)                 \
-  do {                                                                      \
-    (void)cudaGetLastError();                                               \
+#define BGTQ_LAUNCH(kernel, grid, block, smem, stream, ...)                   \
+  do {                                                                        \
+    ::bgtq::cuda::detail::clear_pending_error();                              \
     ::bgtq_emu::stream_launch(false, kernel, grid, block, smem, __VA_ARGS__); \
   } while (0)
 #else
 #define BGTQ_LAUNCH(kernel, grid, block, smem, stream, ...) \
   do {                                                      \
-    (void)cudaGetLastError();                               \
+    ::bgtq::cuda::detail::clear_pending_error();            \
     kernel<<<grid, block, smem, stream>>>(__VA_ARGS__);     \
   } while (0)
 #endif
@@ -211,13 +213,13 @@ bool runs_sm90_code(int device) {
 //! grid_dependency_wait (tests/cuda/emu/cuda_runtime.h), so reading early is a race.
 #if defined(BGTQ_CUDA_EMULATION)
 #define BGTQ_LAUNCH_OVERLAP(device, kernel, grid, block, smem, stream, ...) \
-  ((void)(device), (void)cudaGetLastError(),                                                                    \
+  ((void)(device), ::bgtq::cuda::detail::clear_pending_error(),                                                 \
    ::bgtq_emu::stream_launch(!::bgtq::cuda::pdl_disabled(), kernel, grid, block, smem, __VA_ARGS__), cudaGetLastError())
 #else
 template <class... P, class... A>
 cudaError_t launch_overlap(bool overlap, void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, cudaStream_t st,
                            const A&... args) {
-  (void)cudaGetLastError();  // an error left pending by an earlier call: not this launch's (BGTQ_LAUNCH)
+  detail::clear_pending_error();
   if (overlap && !pdl_disabled()) {
     cudaLaunchConfig_t cfg{};
     cfg.gridDim = grid;

@@ -105,12 +105,7 @@ int run_checks(path_mode mode, bool small) {
   method mixed;
   mixed.name = "gtq-mixed-1..8";
   mixed.keys = key_kind::mixed;
-  method tq3;
-  tq3.name = "tq3";
-  tq3.keys = key_kind::uniform;
-  method tq2 = tq3;
-  tq2.name = "tq2";
-  tq2.key_bits = tq2.value_bits = 2;
+  const method tq3 = tq_method(3), tq2 = tq_method(2);
   method greedy;
   greedy.name = "gtq-greedy-3";
   greedy.keys = key_kind::greedy;
@@ -181,13 +176,9 @@ int run_checks(path_mode mode, bool small) {
       reps.push_back(gpu_check_decode(decode_shape(64, 2, 2 * G, 2, 8, {300, 97, 1}), mixed, {300, 97, 1}, bc::dtype::f32, 0,
                                       33 + G));
     // the value widths the Block-GTQ (3) and uniform (2, 3) checks above leave out
-    for (int bits : {1, 4, 5, 6, 7, 8}) {
-      method u = tq3;
-      u.name = "tq" + std::to_string(bits);
-      u.key_bits = u.value_bits = bits;
-      reps.push_back(gpu_check_decode(decode_shape(bits % 2 ? 128 : 64, 2, 8, 2, 16, {1000, 54}, 1), u, {1000, 54},
+    for (int bits : {1, 4, 5, 6, 7, 8})
+      reps.push_back(gpu_check_decode(decode_shape(bits % 2 ? 128 : 64, 2, 8, 2, 16, {1000, 54}, 1), tq_method(bits), {1000, 54},
                                       bc::dtype::f16, 0, 80 + bits));
-    }
   }
   // the tensor-core path (decode_path::tensor_cores, tolerance 3e-3: fp16 operands)
   for (int D : {64, 128})
@@ -204,11 +195,8 @@ int run_checks(path_mode mode, bool small) {
   }
   for (int bits = 1; bits <= 8; ++bits) {
     if (!tcs) break;
-    method u = tq3;
-    u.name = "tq" + std::to_string(bits);
-    u.key_bits = u.value_bits = bits;
     const shape s = decode_shape(128, 2, 8, 2, 16, {1000, 97}, 1, bits % 3 == 0 ? 128 : 64);
-    reps.push_back(gpu_check_decode(s, u, {1000, 97}, bc::dtype::f16, bits == 2 ? 7 : 0, 60 + bits, 3e-3, 0, tc));
+    reps.push_back(gpu_check_decode(s, tq_method(bits), {1000, 97}, bc::dtype::f16, bits == 2 ? 7 : 0, 60 + bits, 3e-3, 0, tc));
   }
   if (tcs) {
     reps.push_back(gpu_check_decode(decode_shape(128, 1, 16, 1, 8, {1000, 97, 5000}, 8, 192), mixed, {1000, 97, 5000},

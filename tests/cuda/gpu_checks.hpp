@@ -44,6 +44,16 @@ struct method {
   float value_scale = 1.0f;  //!< fill_cache's values are N(0, value_scale^2) (fp16 radius-range tests)
 };
 
+//! Uniform TQ-MSE keys and values at `bits` (named "tq<bits>").
+inline method tq_method(int bits) {
+  method m;
+  m.name = "tq" + std::to_string(bits);
+  m.keys = key_kind::uniform;
+  m.key_bits = bits;
+  m.value_bits = bits;
+  return m;
+}
+
 //! Cache shape under test.
 struct shape {
   int layers = 1, kv_heads = 2, q_heads = 8, head_dim = 64, page_tokens = 64, max_pages = 64, sink = 0, recent = 0;

@@ -47,14 +47,6 @@ method mixed_method() {
   m.value_bits = 3;
   return m;
 }
-method tq_method(int bits) {
-  method m;
-  m.name = "tq" + std::to_string(bits);
-  m.keys = key_kind::uniform;
-  m.key_bits = bits;
-  m.value_bits = bits;
-  return m;
-}
 
 // the awkward lengths of a batch of n sequences
 std::vector<int> lengths_for(int n) {
@@ -468,28 +460,28 @@ TEST_CASE("device_cache: pool_bytes is the host pool's, uploads land byte for by
     }
   REQUIRE(dev.pool_bytes() == pool);
   REQUIRE(bc::upload_all_pages(c, dev) == bgtq::errc::ok);
+  // f(page, layer, head, the device's bytes of that page part) for every page part
+  auto each_part = [&](auto&& f) {
+    for (int pg = 0; pg < s.max_pages; ++pg)
+      for (int l = 0; l < s.layers; ++l)
+        for (int h = 0; h < s.kv_heads; ++h) {
+          std::vector<std::uint8_t> got(dev.page_part_bytes(l, h), 0xA5);
+          REQUIRE(dev.download_page_part(pg, l, h, got.data()) == bgtq::errc::ok);
+          INFO("page " << pg << " layer " << l << " head " << h);
+          f(pg, l, h, got);
+        }
+  };
   // every page part as the host holds it (pages in use carry codes: not all zero)
   std::size_t nonzero = 0;
-  for (int pg = 0; pg < s.max_pages; ++pg)
-    for (int l = 0; l < s.layers; ++l)
-      for (int h = 0; h < s.kv_heads; ++h) {
-        std::vector<std::uint8_t> got(dev.page_part_bytes(l, h), 0xA5);
-        REQUIRE(dev.download_page_part(pg, l, h, got.data()) == bgtq::errc::ok);
-        const std::uint8_t* want = c.page_ptr(pg, l, h);
-        INFO("page " << pg << " layer " << l << " head " << h);
-        REQUIRE(std::equal(got.begin(), got.end(), want));
-        nonzero += static_cast<std::size_t>(std::count_if(got.begin(), got.end(), [](std::uint8_t b) { return b != 0; }));
-      }
+  each_part([&](int pg, int l, int h, const std::vector<std::uint8_t>& got) {
+    REQUIRE(std::equal(got.begin(), got.end(), c.page_ptr(pg, l, h)));
+    nonzero += static_cast<std::size_t>(std::count_if(got.begin(), got.end(), [](std::uint8_t b) { return b != 0; }));
+  });
   REQUIRE(nonzero > pool / 8);
   REQUIRE(dev.clear() == bgtq::errc::ok);
-  for (int pg = 0; pg < s.max_pages; ++pg)
-    for (int l = 0; l < s.layers; ++l)
-      for (int h = 0; h < s.kv_heads; ++h) {
-        std::vector<std::uint8_t> got(dev.page_part_bytes(l, h), 0xA5);
-        REQUIRE(dev.download_page_part(pg, l, h, got.data()) == bgtq::errc::ok);
-        INFO("page " << pg << " layer " << l << " head " << h);
-        REQUIRE(std::all_of(got.begin(), got.end(), [](std::uint8_t b) { return b == 0; }));
-      }
+  each_part([](int, int, int, const std::vector<std::uint8_t>& got) {
+    REQUIRE(std::all_of(got.begin(), got.end(), [](std::uint8_t b) { return b == 0; }));
+  });
   bc::device_cache empty;
   REQUIRE(empty.clear() == bgtq::errc::invalid_argument);
   REQUIRE(empty.pool_bytes() == 0);

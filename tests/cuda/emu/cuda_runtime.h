@@ -151,13 +151,13 @@ class tsan_blind {
  private:
   [[maybe_unused]] bool accesses_;
 };
-}  // namespace bgtq_emu
-
-namespace bgtq_emu {
 
 //! SMs the emulated device reports: few, so that automatic split plans stay small
 //! (each emulated CTA costs OS-thread barriers); tests force larger split counts.
 inline constexpr int emulated_sms = 16;
+//! Device memory the emulated device reports (cudaDeviceProp::totalGlobalMem); a larger
+//! cudaMalloc fails with cudaErrorMemoryAllocation, as on a device.
+inline constexpr std::size_t emulated_memory = std::size_t{8} << 30;
 //! Largest dynamic shared memory a kernel may opt into (sm_90).
 inline constexpr std::size_t max_dynamic_smem = 227u * 1024u;
 
@@ -181,8 +181,14 @@ inline thread_local launch_state* current = nullptr;  // the state of the launch
 inline launch_state& state() { return *current; }
 inline void* dynamic_smem() { return state().smem.data(); }
 
-//! The CUDA error state the emulated runtime reports (cudaGetLastError): launch failures.
+//! The CUDA error state the emulated runtime reports (cudaGetLastError).
 inline thread_local int last_error = 0;
+//! A runtime call or launch that fails leaves its error as the thread's last error, as
+//! the CUDA runtime does (a later cudaGetLastError returns it, a non-sticky one once).
+inline cudaError_t fail(cudaError_t e) {
+  last_error = e;
+  return e;
+}
 //! Per kernel: the largest dynamic shared memory a launch may use (cudaFuncSetAttribute);
 //! unlisted kernels get the default 48 KB (static shared memory is not modelled).
 inline std::mutex limits_mu;
@@ -275,7 +281,7 @@ void stream_launch(bool overlapped, void (*kernel)(P...), dim3 grid, dim3 block,
   host_sync();  // everything before the predecessor (all of it when not overlapped)
   if (pred != nullptr) unsynced.push_back(pred);
   if (smem > smem_limit(reinterpret_cast<const void*>(kernel))) {  // like the device: the launch fails
-    last_error = cudaErrorInvalidValue;
+    fail(cudaErrorInvalidValue);
     return;
   }
   launch_state& s = slots[launches++ % 2];  // the predecessor's is the other one
@@ -323,7 +329,7 @@ void stream_launch(bool overlapped, void (*kernel)(P...), dim3 grid, dim3 block,
     for (auto& th : threads) th.join();
   }
   unsynced.push_back(&s);
-  if (s.copies_left.load()) last_error = cudaErrorLaunchFailure;
+  if (s.copies_left.load()) fail(cudaErrorLaunchFailure);
 }
 //! A plain launch whose results the caller may read at once (the tests' probe kernels).
 template <class... P, class... A>
@@ -473,17 +479,6 @@ inline const char* cudaGetErrorName(cudaError_t e) {
   }
   return "cudaErrorUnknown";
 }
-namespace bgtq_emu {
-//! A runtime call that fails also leaves its error as the thread's last error, as the
-//! CUDA runtime does (a later cudaGetLastError returns it, a non-sticky one once).
-inline cudaError_t fail(cudaError_t e) {
-  last_error = e;
-  return e;
-}
-//! Device memory the emulated device reports (cudaDeviceProp::totalGlobalMem); a larger
-//! cudaMalloc fails with cudaErrorMemoryAllocation, as on a device.
-inline constexpr std::size_t emulated_memory = std::size_t{8} << 30;
-}  // namespace bgtq_emu
 inline cudaError_t cudaGetLastError() {
   const int e = bgtq_emu::last_error;
   bgtq_emu::last_error = 0;
