@@ -674,8 +674,7 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
   if (mma) {
     if (const errc pe = mma_prepare(*p_, a.layer, kp.hchunks, a.batch, a.max_quantized, a.splits, sp, run); pe != errc::ok) {
       if (a.path == decode_path::tensor_cores) return pe;
-      (void)cudaGetLastError();
-      mma = false;
+      mma = false;  // (a CUDA failure there was consumed by its report: cuda_fail)
       run = sp;
     }
   }

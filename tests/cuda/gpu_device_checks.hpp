@@ -263,10 +263,12 @@ inline check_report gpu_check_encode(shape s, const method& m, const std::vector
 //! and random code bits in every group of both parts, as stale data of a freed sequence
 //! could leave there: the outputs must not change (an Inf radius times a zero weight is
 //! NaN, so any use of one shows).
+//! `expect_tc` (-1: what `path` and the layer decide): 1 or 0, the kernel the launch
+//! must report it ran (tensor or CUDA cores), for a fallback the caller provoked.
 inline check_report gpu_check_decode(const shape& s, const method& m, const std::vector<int>& lengths, cuda::dtype q_type,
                                      int splits, std::uint64_t seed, double tol = 1e-4, int nonfinite = 0,
                                      cuda::decode_path path = cuda::decode_path::cuda_cores, bool inf_window = false,
-                                     bool guard_edge = false, bool poison_tail = false) {
+                                     bool guard_edge = false, bool poison_tail = false, int expect_tc = -1) {
   check_report rep;
   char head[256];
   std::snprintf(head, sizeof head, "decode%s %s D=%d Hkv=%d G=%d P=%d B=%zu window=%d+%d q=%s splits=%d",
@@ -437,8 +439,10 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
     a.nonfinite = dnf.as<unsigned long long>();
   }
   // the kernel that must run: automatic takes the tensor cores wherever the layer allows
-  const bool tc_want = path == cuda::decode_path::tensor_cores ||
-                       (path == cuda::decode_path::automatic && dev.tensor_core_decode(0, nullptr));
+  // (expect_tc >= 0: the caller knows better, e.g. a run-time fallback it provoked)
+  const bool tc_want = expect_tc >= 0 ? expect_tc != 0
+                                      : path == cuda::decode_path::tensor_cores ||
+                                            (path == cuda::decode_path::automatic && dev.tensor_core_decode(0, nullptr));
   int splits_run = -1;
   bool tc_run = !tc_want;  // (the opposite of what must come back)
   a.splits_used = &splits_run;

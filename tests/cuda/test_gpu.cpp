@@ -675,6 +675,49 @@ TEST_CASE("tensor-core decode: layers it cannot serve are refused (tensor_cores)
 #endif
 }
 
+#if defined(BGTQ_CUDA_EMULATION)
+// Emulator only (no device can be made to fail this query on demand): the tensor-core
+// kernel is planned at decode time from an occupancy query, and automatic falls back to
+// the CUDA-core kernel when that plan cannot be made.
+// (No ':' in the name: Catch2 v2's console reporter indents a failure's wrapped name at
+// its first ": ", and past the line width it aborts.)
+TEST_CASE("tensor-core decode without a run-time plan (occupancy 0, a failed query) falls back on automatic, "
+          "is refused with its cause on tensor_cores, leaves no CUDA error pending",
+          "[gpu][decode][mma][errors]") {
+  const std::vector<int> lengths{cap(1500), 97};
+  const shape s = decode_shape(128, 2, 8, 2, 16, lengths);
+  const method m = mixed_method();
+  struct fault {
+    int error, blocks;
+    const char* why;
+  };
+  for (const fault& f : {fault{0, 0, "occupancy 0"}, fault{cudaErrorInvalidDeviceFunction, -1, "invalid device function"}}) {
+    INFO(f.why);
+    const bgtq_emu::scoped_occupancy_fault inject(f.error, f.blocks);
+    // automatic: the CUDA-core kernel ran (expect_tc = 0), at its exact tolerance
+    check_report r = gpu_check_decode(s, m, lengths, bc::dtype::f32, 0, 1000, 1e-4, 0, bc::decode_path::automatic, false,
+                                      false, false, 0);
+    INFO(r.what);
+    REQUIRE(r.ok);
+    REQUIRE(cudaPeekAtLastError() == cudaSuccess);  // not left pending for the caller's next check
+    // tensor_cores: refused, naming the cause
+    const check_report t = gpu_check_decode(s, m, lengths, bc::dtype::f32, 0, 1001, tc_tol, 0, bc::decode_path::tensor_cores);
+    INFO(t.what);
+    REQUIRE_FALSE(t.ok);
+    REQUIRE(t.what.find(f.why) != std::string::npos);
+    REQUIRE(cudaPeekAtLastError() == cudaSuccess);
+    // a forced split count needs no occupancy query: the tensor cores serve it
+    const check_report forced = gpu_check_decode(s, m, lengths, bc::dtype::f32, 3, 1002, tc_tol, 0, bc::decode_path::automatic);
+    INFO(forced.what);
+    REQUIRE(forced.ok);
+  }
+  // the query answers again: automatic takes the tensor cores
+  const check_report r = gpu_check_decode(s, m, lengths, bc::dtype::f32, 0, 1003, tc_tol, 0, bc::decode_path::automatic);
+  INFO(r.what);
+  REQUIRE(r.ok);
+}
+#endif
+
 // ---------------------------------------------------------------- plain launches (BGTQ_NO_PDL)
 namespace {
 // Sets BGTQ_NO_PDL for the scope (nullptr: unset), restoring what was there.

@@ -74,6 +74,7 @@ enum cudaError_t : int {
   cudaSuccess = 0,
   cudaErrorInvalidValue = 1,
   cudaErrorMemoryAllocation = 2,
+  cudaErrorInvalidDeviceFunction = 98,
   cudaErrorNoDevice = 100,
   cudaErrorLaunchFailure = 719,
 };
@@ -189,6 +190,29 @@ inline cudaError_t fail(cudaError_t e) {
   last_error = e;
   return e;
 }
+//! Tests: what the occupancy query reports instead of its model, so that a decode's
+//! run-time fallback (the tensor-core kernel cannot be planned) can be driven without a
+//! device that provokes it. error != 0: the query fails with that cudaError_t;
+//! blocks >= 0: it succeeds with that many CTAs per SM (0: none fits). Tests set it
+//! through bgtq_emu::scoped_occupancy_fault, which restores the model.
+struct occupancy_fault_state {
+  std::atomic<int> error{0};
+  std::atomic<int> blocks{-1};
+};
+inline occupancy_fault_state occupancy_fault;
+class scoped_occupancy_fault {
+ public:
+  scoped_occupancy_fault(int error, int blocks) {
+    occupancy_fault.error = error;
+    occupancy_fault.blocks = blocks;
+  }
+  ~scoped_occupancy_fault() {
+    occupancy_fault.error = 0;
+    occupancy_fault.blocks = -1;
+  }
+  scoped_occupancy_fault(const scoped_occupancy_fault&) = delete;
+  scoped_occupancy_fault& operator=(const scoped_occupancy_fault&) = delete;
+};
 //! Per kernel: the largest dynamic shared memory a launch may use (cudaFuncSetAttribute);
 //! unlisted kernels get the default 48 KB (static shared memory is not modelled).
 inline std::mutex limits_mu;
@@ -464,6 +488,7 @@ inline const char* cudaGetErrorString(cudaError_t e) {
     case cudaSuccess: return "no error";
     case cudaErrorInvalidValue: return "invalid argument";
     case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInvalidDeviceFunction: return "invalid device function";
     case cudaErrorNoDevice: return "no CUDA-capable device is detected";
     case cudaErrorLaunchFailure: return "unspecified launch failure";
   }
@@ -474,6 +499,7 @@ inline const char* cudaGetErrorName(cudaError_t e) {
     case cudaSuccess: return "cudaSuccess";
     case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
     case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInvalidDeviceFunction: return "cudaErrorInvalidDeviceFunction";
     case cudaErrorNoDevice: return "cudaErrorNoDevice";
     case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
   }
@@ -542,6 +568,11 @@ cudaError_t cudaFuncGetAttributes(cudaFuncAttributes* fa, F f) {
 template <class F>
 cudaError_t cudaOccupancyMaxActiveBlocksPerMultiprocessor(int* n, F, int block, std::size_t smem) {
   if (block <= 0 || block > 1024) return bgtq_emu::fail(cudaErrorInvalidValue);
+  if (const int e = bgtq_emu::occupancy_fault.error.load(); e != 0) return bgtq_emu::fail(static_cast<cudaError_t>(e));
+  if (const int b = bgtq_emu::occupancy_fault.blocks.load(); b >= 0) {
+    *n = b;
+    return cudaSuccess;
+  }
   const std::size_t per = std::max<std::size_t>(smem, 1);
   *n = static_cast<int>(std::min<std::size_t>(4, bgtq_emu::max_dynamic_smem / per));
   return cudaSuccess;
