@@ -563,6 +563,31 @@ TEST_CASE("tensor-core decode: head dims 80, 96 and 120 (5, 6 and 8 value m-tile
     }
 }
 
+TEST_CASE("decode_attention: head dims 16 to 160 on CUDA cores, 16, 32 and 48 on tensor cores (160 refused there)",
+          "[gpu][decode][mma]") {
+  require_device();
+  // the other cases hold D = 64, 128 and 256 (and 80, 96, 120 on tensor cores). The
+  // CUDA-core value pass splits a tile's tokens between 4 parts of 32 threads at D <= 32
+  // and 2 parts of 64 at D <= 64 (16 and 48 leave threads of each part without a
+  // coordinate), and gives a thread a second coordinate past 128 (at 160, 32 threads have
+  // one); the tensor-core kernel's value groups stop at 128 coordinates
+  const std::vector<int> lengths{300, 77};
+  for (int D : {16, 32, 48, 80, 96, 120, 160})
+    for (const method& m : {tq_method(3), mixed_method()}) {
+      const shape s = decode_shape(D, 2, 8, 2, 8, lengths);
+      const check_report r = gpu_check_decode(s, m, lengths, bc::dtype::f32, 0, 960 + D, 1e-4, 0, bc::decode_path::cuda_cores);
+      INFO(r.what);
+      REQUIRE(r.ok);
+      if (D > 48 && D != 160) continue;
+      const check_report t = gpu_check_decode(s, m, lengths, bc::dtype::f32, 0, 980 + D, tc_tol, 0, bc::decode_path::tensor_cores);
+      INFO(t.what);
+      if (D == 160)
+        REQUIRE(t.what.find("value group of 160 coordinates") != std::string::npos);
+      else
+        REQUIRE(t.ok);
+    }
+}
+
 TEST_CASE("tensor-core decode: tiny and large value radii (the accumulator's 2^E range)", "[gpu][decode][mma][tsan]") {
   require_device();
   const std::vector<int> lengths{700, 130};
