@@ -118,6 +118,32 @@ TEST_CASE("encode_append writes the CPU encoder's pages (uniform TQ 2 and 3 bits
     }
 }
 
+TEST_CASE("encode_append at head dims 16, 48, 160 and 256 (a group wider than the CTA's 128 threads, shared memory past 48 KB)",
+          "[gpu][encode]") {
+  require_device();
+  // the other cases hold D 64 and 128: here rotation groups narrower than a warp (16),
+  // between (48), and wider than the CTA (uniform TQ at 160 and 256: a thread rotates
+  // two output coordinates), and at 256 with norm correction 96 KB of shared memory
+  int combo = 0;
+  for (int D : {16, 48, 160, 256})
+    for (const bool uniform : {false, true}) {
+      method m = uniform ? tq_method(3) : mixed_method();
+      if (uniform && D == 256) {
+        m.norm_correction = true;
+        m.name += "-normcorr";
+      }
+      shape s;
+      s.head_dim = D;
+      s.kv_heads = 2;
+      s.q_heads = 4;
+      s.max_pages = 8;
+      const bool interleave = (combo++ % 2) == 1;
+      const check_report r = gpu_check_encode(s, m, {97, 33}, bc::dtype::f16, interleave, interleave ? 1 : 2, 600 + D);
+      INFO(r.what);
+      REQUIRE(r.ok);
+    }
+}
+
 TEST_CASE("encode_append stores a non-finite row as a zero vector and counts it", "[gpu][encode]") {
   require_device();
   shape s;
