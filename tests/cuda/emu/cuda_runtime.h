@@ -34,6 +34,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -292,9 +293,27 @@ inline void dependency_wait() {
 #endif
 }
 
-//! Runs kernel(args...) on grid x block threads, CTA after CTA; `overlapped`: the
-//! kernel may start before its predecessor ends (BGTQ_LAUNCH_OVERLAP). The launch has
-//! ended when this returns; under TSan its writes are ordered as described above.
+//! The order of a launch's CTAs. A device runs them in no fixed order, so a kernel
+//! whose result depends on it is wrong (one CTA reading what another writes in the same
+//! launch; a write past a CTA's own rows that the neighbour's later write hides). The
+//! emulator runs them one after another, in grid order (x fastest) on even-numbered
+//! launches and in reverse on odd-numbered ones, so a check that launches twice (the
+//! decode checks' two runs, compared bit for bit) sees both orders of every kernel.
+//! BGTQ_EMU_CTA_ORDER=forward or reverse fixes the order (to bisect a failure).
+enum class cta_order { alternate, forward, reverse };
+inline cta_order configured_cta_order() {
+  const char* e = std::getenv("BGTQ_EMU_CTA_ORDER");
+  if (e == nullptr || *e == 0 || std::strcmp(e, "alternate") == 0) return cta_order::alternate;
+  if (std::strcmp(e, "forward") == 0) return cta_order::forward;
+  if (std::strcmp(e, "reverse") == 0) return cta_order::reverse;
+  std::fprintf(stderr, "bgtq emulator: BGTQ_EMU_CTA_ORDER=%s is not alternate, forward or reverse\n", e);
+  std::abort();
+}
+
+//! Runs kernel(args...) on grid x block threads, CTA after CTA (in the order above);
+//! `overlapped`: the kernel may start before its predecessor ends (BGTQ_LAUNCH_OVERLAP).
+//! The launch has ended when this returns; under TSan its writes are ordered as
+//! described above.
 template <class... P, class... A>
 void stream_launch(bool overlapped, void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, A&&... a) {
   launch_state* pred = nullptr;
@@ -308,6 +327,8 @@ void stream_launch(bool overlapped, void (*kernel)(P...), dim3 grid, dim3 block,
     fail(cudaErrorInvalidValue);
     return;
   }
+  const cta_order order = configured_cta_order();
+  const bool reverse = order == cta_order::reverse || (order == cta_order::alternate && launches % 2 == 1);
   launch_state& s = slots[launches++ % 2];  // the predecessor's is the other one
   s.wait_for = pred != nullptr ? &pred->done : nullptr;
   const unsigned nt = block.x * block.y * block.z;
@@ -328,22 +349,23 @@ void stream_launch(bool overlapped, void (*kernel)(P...), dim3 grid, dim3 block,
   std::vector<std::thread> threads;
   threads.reserve(nt);
   for (unsigned t = 0; t < nt; ++t)
-    threads.emplace_back([t, kernel, grid, block, sp = &s, ap = args.get()] {
+    threads.emplace_back([t, kernel, grid, block, reverse, sp = &s, ap = args.get()] {
       launch_state& s = *sp;
       current = sp;
       blockDim = block;
       gridDim = grid;
       threadIdx = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
-      for (unsigned z = 0; z < grid.z; ++z)
-        for (unsigned y = 0; y < grid.y; ++y)
-          for (unsigned x = 0; x < grid.x; ++x) {
-            blockIdx = dim3(x, y, z);
-            if (t == 0) std::memset(s.smem.data(), 0xFF, s.smem.size());
-            s.block->arrive_and_wait();
-            std::apply(kernel, *ap);
-            cp_drain();
-            s.block->arrive_and_wait();
-          }
+      const std::size_t ctas = static_cast<std::size_t>(grid.x) * grid.y * grid.z;
+      for (std::size_t i = 0; i < ctas; ++i) {
+        const std::size_t c = reverse ? ctas - 1 - i : i;
+        blockIdx = dim3(static_cast<unsigned>(c % grid.x), static_cast<unsigned>(c / grid.x % grid.y),
+                        static_cast<unsigned>(c / (static_cast<std::size_t>(grid.x) * grid.y)));
+        if (t == 0) std::memset(s.smem.data(), 0xFF, s.smem.size());
+        s.block->arrive_and_wait();
+        std::apply(kernel, *ap);
+        cp_drain();
+        s.block->arrive_and_wait();
+      }
 #if defined(BGTQ_EMU_TSAN)
       __tsan_release(&s.done);
 #endif
