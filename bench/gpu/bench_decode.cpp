@@ -179,6 +179,21 @@ int run_checks(path_mode mode, bool small) {
     for (int bits : {1, 4, 5, 6, 7, 8})
       reps.push_back(gpu_check_decode(decode_shape(bits % 2 ? 128 : 64, 2, 8, 2, 16, {1000, 54}, 1), tq_method(bits), {1000, 54},
                                       bc::dtype::f16, 0, 80 + bits));
+    // head dims whose value pass splits tokens 4 ways (16) or gives threads a second
+    // coordinate (160), and encode groups narrower than a warp or wider than the CTA
+    for (int D : {16, 48, 160, 256}) {
+      if (D != 256)
+        reps.push_back(gpu_check_decode(decode_shape(D, 2, 8, 2, 8, {300, 77}), mixed, {300, 77}, bc::dtype::f32, 0, 90 + D));
+      shape s;
+      s.head_dim = D;
+      s.kv_heads = 2;
+      s.q_heads = 4;
+      s.max_pages = 8;
+      reps.push_back(gpu_check_encode(s, D == 256 ? nc : mixed, {97, 33}, bc::dtype::f16, D == 48, D == 48 ? 1 : 2, 95 + D));
+    }
+    // a window wider than the merge kernel's 128 threads
+    const std::vector<int> wide{1500, 133, 261, 200, 305};
+    reps.push_back(gpu_check_decode(decode_shape(128, 2, 8, 4, 300, wide), mixed, wide, bc::dtype::f32, 0, 99));
   }
   // the tensor-core path (decode_path::tensor_cores, tolerance 3e-3: fp16 operands)
   for (int D : {64, 128})
@@ -201,6 +216,9 @@ int run_checks(path_mode mode, bool small) {
   if (tcs) {
     reps.push_back(gpu_check_decode(decode_shape(128, 1, 16, 1, 8, {1000, 97, 5000}, 8, 192), mixed, {1000, 97, 5000},
                                     bc::dtype::bf16, 64, 70, 3e-3, 0, tc));
+    reps.push_back(gpu_check_decode(decode_shape(32, 2, 8, 2, 8, {300, 77}), mixed, {300, 77}, bc::dtype::f32, 0, 72, 3e-3, 0, tc));
+    const std::vector<int> wide{1500, 133, 261, 200, 305};
+    reps.push_back(gpu_check_decode(decode_shape(128, 2, 8, 4, 300, wide), mixed, wide, bc::dtype::f32, 0, 73, 3e-3, 0, tc));
     reps.push_back(gpu_check_decode(decode_shape(64, 2, 8, 2, 8, {300, 1, 97}), mixed, {300, 1, 97}, bc::dtype::f16, 0, 71,
                                     3e-3, 5, tc));
   }
