@@ -465,7 +465,56 @@ void cp_async_probe_kernel(const words4* src, words4* dst, std::uint32_t* seen, 
   mine[5] = dst[32 + lane].w[3];
 }
 
+// grid (n), 64 threads: each thread notes what its word of a static __shared__ array and
+// of the dynamic shared memory hold at the CTA's start, then writes its CTA's number
+// there (so a next CTA that is not given fresh memory sees it); thread 0 appends the
+// CTA's number to `order`
+void smem_probe_kernel(std::uint32_t* seen, unsigned* order, unsigned* count) {
+  __shared__ std::uint32_t s_word[64];
+  std::uint32_t* dyn = static_cast<std::uint32_t*>(bgtq_emu::dynamic_smem());
+  const unsigned t = threadIdx.x, b = blockIdx.x;
+  seen[(b * 64 + t) * 2] = s_word[t];
+  seen[(b * 64 + t) * 2 + 1] = dyn[t];
+  __syncthreads();
+  s_word[t] = b + 1;
+  dyn[t] = b + 1;
+  if (t == 0) order[(*count)++] = b;
+}
+
 }  // namespace
+
+TEST_CASE("the emulator: static and dynamic shared memory read 0xFF at every CTA's start, CTAs run forward and reversed by turns",
+          "[gpu]") {
+  constexpr unsigned n = 5;
+  std::vector<std::uint32_t> seen(n * 64 * 2, 0);
+  std::vector<unsigned> order(2 * n, 99);
+  unsigned count = 0;
+  bgtq_emu::launch(smem_probe_kernel, dim3(n), dim3(64), 64 * 4, seen.data(), order.data(), &count);
+  // not zero (a C++ static's initial value) and not the previous CTA's numbers
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    INFO("CTA " << i / 128 << " thread " << i / 2 % 64 << (i % 2 ? " dynamic" : " static"));
+    REQUIRE(seen[i] == 0xFFFFFFFFu);
+  }
+  bgtq_emu::launch(smem_probe_kernel, dim3(n), dim3(64), 64 * 4, seen.data(), order.data(), &count);
+  REQUIRE(count == 2 * n);
+  std::vector<unsigned> forward(n), reverse(n);
+  for (unsigned i = 0; i < n; ++i) {
+    forward[i] = i;
+    reverse[i] = n - 1 - i;
+  }
+  const std::vector<unsigned> first(order.begin(), order.begin() + n), second(order.begin() + n, order.end());
+  switch (bgtq_emu::configured_cta_order()) {
+    case bgtq_emu::cta_order::alternate:
+      REQUIRE(((first == forward && second == reverse) || (first == reverse && second == forward)));
+      break;
+    case bgtq_emu::cta_order::forward:
+      REQUIRE((first == forward && second == forward));
+      break;
+    case bgtq_emu::cta_order::reverse:
+      REQUIRE((first == reverse && second == reverse));
+      break;
+  }
+}
 
 TEST_CASE("mma_stage_offset: the 32-bit and 64-bit divisions agree on both sides of 2^26", "[gpu][mma]") {
   using bgtq::cuda::mma_stage_offset;

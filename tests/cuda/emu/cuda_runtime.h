@@ -4,12 +4,14 @@
 // tests/cuda/emu targets put this folder first on the include path, so
 // `#include <cuda_runtime.h>` lands here, and define BGTQ_CUDA_EMULATION.
 //
-// Model: a launch runs its CTAs one after another; the threads of a CTA are real OS
+// Model: a launch runs its CTAs one after another (grid order and reversed on alternate
+// launches, see cta_order); the threads of a CTA are real OS
 // threads (std::thread), __syncthreads is a std::barrier over the CTA, __syncwarp and
 // the warp collectives (shuffles, mma.sync) use one barrier per warp. Dynamic shared
 // memory is one buffer, filled with 0xFF (NaN floats) before every CTA so reads of
 // unwritten shared memory show up; static __shared__ arrays become function-local
-// statics (one CTA at a time). Device memory is host memory.
+// statics in one section, filled with 0xFF before every CTA too (one CTA runs at a
+// time). Device memory is host memory.
 // Memory ordering, as CUDA specifies it: __syncthreads and __syncwarp order memory
 // between the threads they join; a shuffle or an mma.sync exchanges registers only.
 // Under ThreadSanitizer the collectives' warp barrier is hidden from it (warp_rendezvous),
@@ -51,7 +53,11 @@
 #define __forceinline__ inline
 #define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
-#define __shared__ static
+// static __shared__ variables: function-local statics in one section, so that the
+// emulator can poison them all before every CTA (poison_static_shared). GCC ignores the
+// section of a function template's statics (they go to COMDAT .bss): a kernel template
+// must keep its shared memory dynamic (dynamic_smem), as the decode kernels do.
+#define __shared__ static __attribute__((section("bgtq_emu_smem")))
 #define __align__(n) alignas(n)
 
 struct dim3 {
@@ -214,6 +220,22 @@ class scoped_occupancy_fault {
   scoped_occupancy_fault(const scoped_occupancy_fault&) = delete;
   scoped_occupancy_fault& operator=(const scoped_occupancy_fault&) = delete;
 };
+}  // namespace bgtq_emu
+// The linker's bounds of the static __shared__ section (null when no kernel has any).
+extern "C" unsigned char __start_bgtq_emu_smem[] __attribute__((weak));
+extern "C" unsigned char __stop_bgtq_emu_smem[] __attribute__((weak));
+namespace bgtq_emu {
+//! Fills every static __shared__ variable of every kernel with 0xFF, as the dynamic
+//! shared memory is before each CTA: a CTA that reads its static shared memory before
+//! writing it gets NaNs and -1s, not what the previous CTA left there (on a device the
+//! contents at CTA start are undefined). Only one CTA runs at a time; ThreadSanitizer
+//! is not shown these writes (a later launch's threads are ordered after them by its
+//! own barriers; the statics of other kernels are not theirs to order).
+inline void poison_static_shared() {
+  if (__start_bgtq_emu_smem == nullptr) return;
+  const tsan_blind blind(true);
+  for (unsigned char* b = __start_bgtq_emu_smem; b != __stop_bgtq_emu_smem; ++b) *b = 0xFF;
+}
 //! Per kernel: the largest dynamic shared memory a launch may use (cudaFuncSetAttribute);
 //! unlisted kernels get the default 48 KB (static shared memory is not modelled).
 inline std::mutex limits_mu;
@@ -360,7 +382,10 @@ void stream_launch(bool overlapped, void (*kernel)(P...), dim3 grid, dim3 block,
         const std::size_t c = reverse ? ctas - 1 - i : i;
         blockIdx = dim3(static_cast<unsigned>(c % grid.x), static_cast<unsigned>(c / grid.x % grid.y),
                         static_cast<unsigned>(c / (static_cast<std::size_t>(grid.x) * grid.y)));
-        if (t == 0) std::memset(s.smem.data(), 0xFF, s.smem.size());
+        if (t == 0) {
+          std::memset(s.smem.data(), 0xFF, s.smem.size());
+          poison_static_shared();
+        }
         s.block->arrive_and_wait();
         std::apply(kernel, *ap);
         cp_drain();
