@@ -94,7 +94,11 @@ enum class decode_path : int {
   //! less accurate). errc::unsupported where the layer or device
   //! cannot use it (mma_layer_support names why).
   tensor_cores = 1,
-  //! tensor_cores where the layer and the device support it, else cuda_cores.
+  //! tensor_cores where the layer and the device support it, else cuda_cores; also
+  //! cuda_cores when the tensor-core kernel cannot be planned at decode time (its
+  //! occupancy query fails or reports 0 CTAs per SM, or its shared-memory limit cannot be
+  //! raised), where tensor_cores returns that error. decode_args::tensor_cores_used says
+  //! which kernel ran.
   automatic = 2,
 };
 
