@@ -4,14 +4,16 @@
 // tests/cuda/emu targets put this folder first on the include path, so
 // `#include <cuda_runtime.h>` lands here, and define BGTQ_CUDA_EMULATION.
 //
-// Model: a launch runs its CTAs one after another (grid order and reversed on alternate
-// launches, see cta_order); the threads of a CTA are real OS
+// Model: a launch runs its CTAs one after another (grid order and reversed on a
+// kernel's alternate launches, see cta_order); the threads of a CTA are real OS
 // threads (std::thread), __syncthreads is a std::barrier over the CTA, __syncwarp and
 // the warp collectives (shuffles, mma.sync) use one barrier per warp. Dynamic shared
-// memory is one buffer, filled with 0xFF (NaN floats) before every CTA so reads of
-// unwritten shared memory show up; static __shared__ arrays become function-local
-// statics in one section, filled with 0xFF before every CTA too (one CTA runs at a
-// time). Device memory is host memory.
+// memory is one buffer, poisoned before every CTA so reads of unwritten shared memory
+// show up (0xFF bytes: NaN floats, -1 integers; on a kernel's alternate launches 0x55:
+// large positive values, so a -1 that happens to be a kernel's own "none" value hides
+// nothing); static __shared__ arrays become function-local statics in one section,
+// poisoned the same way (one CTA runs at a time; not under AddressSanitizer, see
+// below). Device memory is host memory.
 // Memory ordering, as CUDA specifies it: __syncthreads and __syncwarp order memory
 // between the threads they join; a shuffle or an mma.sync exchanges registers only.
 // Under ThreadSanitizer the collectives' warp barrier is hidden from it (warp_rendezvous),
@@ -55,9 +57,24 @@
 #define __launch_bounds__(...)
 // static __shared__ variables: function-local statics in one section, so that the
 // emulator can poison them all before every CTA (poison_static_shared). GCC ignores the
-// section of a function template's statics (they go to COMDAT .bss): a kernel template
-// must keep its shared memory dynamic (dynamic_smem), as the decode kernels do.
+// section of a function template's statics (they go to COMDAT .bss, unpoisoned), and
+// rejects one in an inline function (__device__ __forceinline__) beside a non-inline
+// kernel's ("section type conflict"): only non-template, non-inline kernels may declare
+// static shared memory; templates and helpers use dynamic_smem, as the decode kernels do.
+// Under AddressSanitizer they stay plain statics: neither GCC nor clang puts redzones
+// around variables in a named section, and bounds checks are worth more there.
+#if defined(__SANITIZE_ADDRESS__)
+#define BGTQ_EMU_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define BGTQ_EMU_ASAN 1
+#endif
+#endif
+#if defined(BGTQ_EMU_ASAN)
+#define __shared__ static
+#else
 #define __shared__ static __attribute__((section("bgtq_emu_smem")))
+#endif
 #define __align__(n) alignas(n)
 
 struct dim3 {
@@ -225,16 +242,18 @@ class scoped_occupancy_fault {
 extern "C" unsigned char __start_bgtq_emu_smem[] __attribute__((weak));
 extern "C" unsigned char __stop_bgtq_emu_smem[] __attribute__((weak));
 namespace bgtq_emu {
-//! Fills every static __shared__ variable of every kernel with 0xFF, as the dynamic
+//! Fills every static __shared__ variable of every kernel with `poison`, as the dynamic
 //! shared memory is before each CTA: a CTA that reads its static shared memory before
-//! writing it gets NaNs and -1s, not what the previous CTA left there (on a device the
+//! writing it gets the poison, not what the previous CTA left there (on a device the
 //! contents at CTA start are undefined). Only one CTA runs at a time; ThreadSanitizer
 //! is not shown these writes (a later launch's threads are ordered after them by its
-//! own barriers; the statics of other kernels are not theirs to order).
-inline void poison_static_shared() {
-  if (__start_bgtq_emu_smem == nullptr) return;
+//! own barriers; the statics of other kernels are not theirs to order). The compiler
+//! does not see these bytes as the kernels' statics: what keeps a kernel's store from
+//! being moved past them is the CTA barrier (atomics) between the two.
+inline void poison_static_shared(unsigned char poison) {
+  if (__start_bgtq_emu_smem == nullptr) return;  // none linked in (or AddressSanitizer)
   const tsan_blind blind(true);
-  for (unsigned char* b = __start_bgtq_emu_smem; b != __stop_bgtq_emu_smem; ++b) *b = 0xFF;
+  for (unsigned char* b = __start_bgtq_emu_smem; b != __stop_bgtq_emu_smem; ++b) *b = poison;
 }
 //! Per kernel: the largest dynamic shared memory a launch may use (cudaFuncSetAttribute);
 //! unlisted kernels get the default 48 KB (static shared memory is not modelled).
@@ -318,10 +337,12 @@ inline void dependency_wait() {
 //! The order of a launch's CTAs. A device runs them in no fixed order, so a kernel
 //! whose result depends on it is wrong (one CTA reading what another writes in the same
 //! launch; a write past a CTA's own rows that the neighbour's later write hides). The
-//! emulator runs them one after another, in grid order (x fastest) on even-numbered
-//! launches and in reverse on odd-numbered ones, so a check that launches twice (the
-//! decode checks' two runs, compared bit for bit) sees both orders of every kernel.
-//! BGTQ_EMU_CTA_ORDER=forward or reverse fixes the order (to bisect a failure).
+//! emulator runs them one after another, in grid order (x fastest) on each kernel's
+//! even-numbered launches and in reverse on its odd-numbered ones (counted per kernel),
+//! so a check that runs the same launches twice (the decode checks' two runs, compared
+//! bit for bit) sees both orders of every kernel. The shared-memory poison alternates
+//! with it (0xFF, 0x55). BGTQ_EMU_CTA_ORDER=forward or reverse fixes the order (to
+//! bisect a failure); the poison still alternates.
 enum class cta_order { alternate, forward, reverse };
 inline cta_order configured_cta_order() {
   const char* e = std::getenv("BGTQ_EMU_CTA_ORDER");
@@ -350,14 +371,21 @@ void stream_launch(bool overlapped, void (*kernel)(P...), dim3 grid, dim3 block,
     return;
   }
   const cta_order order = configured_cta_order();
-  const bool reverse = order == cta_order::reverse || (order == cta_order::alternate && launches % 2 == 1);
+  bool odd = false;  // this kernel's odd-numbered launch
+  {
+    std::lock_guard<std::mutex> lock(limits_mu);
+    static std::map<const void*, unsigned> per_kernel;
+    odd = per_kernel[reinterpret_cast<const void*>(kernel)]++ % 2 == 1;
+  }
+  const bool reverse = order == cta_order::reverse || (order == cta_order::alternate && odd);
+  const unsigned char poison = odd ? 0x55 : 0xFF;
   launch_state& s = slots[launches++ % 2];  // the predecessor's is the other one
   s.wait_for = pred != nullptr ? &pred->done : nullptr;
   const unsigned nt = block.x * block.y * block.z;
   const unsigned nw = (nt + 31) / 32;
   // everything the threads read lives in the slot (or their own copies), not on this
   // stack: under TSan the host's later calls reuse it unordered against their reads
-  s.smem.assign(std::max<std::size_t>(smem, 16) + 64, 0xFF);
+  s.smem.assign(std::max<std::size_t>(smem, 16) + 64, poison);
   s.block = std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(nt));
   s.warps.clear();
   for (unsigned w = 0; w < nw; ++w) s.warps.push_back(std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(std::min(32u, nt - 32 * w))));
@@ -371,7 +399,7 @@ void stream_launch(bool overlapped, void (*kernel)(P...), dim3 grid, dim3 block,
   std::vector<std::thread> threads;
   threads.reserve(nt);
   for (unsigned t = 0; t < nt; ++t)
-    threads.emplace_back([t, kernel, grid, block, reverse, sp = &s, ap = args.get()] {
+    threads.emplace_back([t, kernel, grid, block, reverse, poison, sp = &s, ap = args.get()] {
       launch_state& s = *sp;
       current = sp;
       blockDim = block;
@@ -383,8 +411,8 @@ void stream_launch(bool overlapped, void (*kernel)(P...), dim3 grid, dim3 block,
         blockIdx = dim3(static_cast<unsigned>(c % grid.x), static_cast<unsigned>(c / grid.x % grid.y),
                         static_cast<unsigned>(c / (static_cast<std::size_t>(grid.x) * grid.y)));
         if (t == 0) {
-          std::memset(s.smem.data(), 0xFF, s.smem.size());
-          poison_static_shared();
+          std::memset(s.smem.data(), poison, s.smem.size());
+          poison_static_shared(poison);
         }
         s.block->arrive_and_wait();
         std::apply(kernel, *ap);
