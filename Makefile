@@ -22,8 +22,14 @@ build: configure
 demo: build
 	@$(BUILD)/bin/bgtq demo
 
+# Every ctest run below stops a test after TEST_TIMEOUT seconds (ctest --timeout: the
+# tests set none of their own, and plain ctest has no default). The slowest entry takes
+# under 30 s here, a few minutes under the sanitizers; a hung one (an emulated kernel's
+# wild write can leave its CTA's threads waiting at a barrier) then fails in minutes
+# instead of holding CI until its own limit.
+TEST_TIMEOUT ?= 900
 test: build
-	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS)
+	@cd $(BUILD) && ctest --output-on-failure -j $(JOBS) --timeout $(TEST_TIMEOUT)
 
 # Heavier sweeps hidden from the default run ([.long] test cases).
 test-long: build
@@ -49,7 +55,7 @@ test-asan: deps
 	  "-DBGTQ_GROUP_TARGETS=$(ASAN_GROUP)" $(CMAKE_ARGS) >/dev/null
 	@cmake --build build-asan -j $(JOBS) --target $(if $(ASAN_GROUP),bgtq_group,all)
 	@cd build-asan && ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  ctest --output-on-failure -j $(JOBS) -LE "install|slow" $(if $(ASAN_LABELS),-L "$(ASAN_LABELS)") \
+	  ctest --output-on-failure -j $(JOBS) --timeout $(TEST_TIMEOUT) -LE "install|slow" $(if $(ASAN_LABELS),-L "$(ASAN_LABELS)") \
 	  $(if $(ASAN_EXCLUDE),-E "$(ASAN_EXCLUDE)")
 
 # ThreadSanitizer build of the programs that run threads (docs/errors.md, "make
@@ -75,7 +81,7 @@ test-tsan: deps
 	@cmake --build build-tsan -j $(JOBS) --target bgtq_group
 	@rm -f build-tsan/tsan-report.*
 	@cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 log_path=$$PWD/tsan-report" \
-	  ctest --output-on-failure -j $(JOBS) -L "$(TSAN_LABELS)" $(if $(TSAN_EXCLUDE),-E "$(TSAN_EXCLUDE)"); rc=$$?; \
+	  ctest --output-on-failure -j $(JOBS) --timeout $(TEST_TIMEOUT) -L "$(TSAN_LABELS)" $(if $(TSAN_EXCLUDE),-E "$(TSAN_EXCLUDE)"); rc=$$?; \
 	  if ls tsan-report.* >/dev/null 2>&1; then \
 	    echo "test-tsan: ThreadSanitizer reports (build-tsan/tsan-report.*):"; head -n 60 tsan-report.*; exit 1; fi; \
 	  exit $$rc
