@@ -102,9 +102,7 @@ int report_checks(const std::vector<check_report>& reps) {
 int run_checks(path_mode mode, bool small) {
   std::vector<check_report> reps;
   const bool cc = mode != path_mode::tensor_cores, tcs = mode != path_mode::cuda_cores;
-  method mixed;
-  mixed.name = "gtq-mixed-1..8";
-  mixed.keys = key_kind::mixed;
+  const method mixed = mixed_method();
   const method tq3 = tq_method(3), tq2 = tq_method(2);
   method greedy;
   greedy.name = "gtq-greedy-3";
@@ -115,11 +113,7 @@ int run_checks(path_mode mode, bool small) {
   nc.fp32_radius = true;
   const bc::decode_path tc = bc::decode_path::tensor_cores;
   if (small) {  // every kernel once, at sizes with partial pages, windows, several splits and GQA
-    shape s;
-    s.head_dim = 128;
-    s.kv_heads = 2;
-    s.q_heads = 8;
-    s.max_pages = 12;
+    const shape s = encode_shape(128, 2, 8, 12);
     const std::vector<int> lengths{300, 1, 97};
     if (cc) {
       reps.push_back(gpu_check_encode(s, mixed, {97, 54, 1}, bc::dtype::f16, false, 3, 1));
@@ -135,17 +129,14 @@ int run_checks(path_mode mode, bool small) {
   }
   for (int D : {64, 128}) {
     if (!cc) break;
-    shape s;
-    s.head_dim = D;
-    s.kv_heads = 3;
-    s.q_heads = 6;
-    s.max_pages = 40;
+    const shape s = encode_shape(D, 3, 6, 40);
     reps.push_back(gpu_check_encode(s, mixed, {97, 54, 200, 1}, bc::dtype::f16, false, 3, 1 + D));
     reps.push_back(gpu_check_encode(s, mixed, {97, 54, 200, 1}, bc::dtype::bf16, true, 1, 2 + D));
     reps.push_back(gpu_check_encode(s, tq2, {300, 97}, bc::dtype::f32, false, 2, 3 + D));
     reps.push_back(gpu_check_encode(s, nc, {130, 33}, bc::dtype::f16, true, 1, 4 + D, true));
   }
   const int pool[] = {1, 54, 97, 1000, 5000};
+  const std::vector<int> wide{1500, 129, 257, 128, 305};  // window rows 304, 129, 257, 128, 304 (sink 4 + recent 300)
   for (int D : {64, 128})
     for (int G : {1, 4, 8})
       for (int batch : {1, 17}) {
@@ -184,15 +175,10 @@ int run_checks(path_mode mode, bool small) {
     for (int D : {16, 48, 160, 256}) {
       if (D != 256)
         reps.push_back(gpu_check_decode(decode_shape(D, 2, 8, 2, 8, {300, 77}), mixed, {300, 77}, bc::dtype::f32, 0, 90 + D));
-      shape s;
-      s.head_dim = D;
-      s.kv_heads = 2;
-      s.q_heads = 4;
-      s.max_pages = 8;
+      const shape s = encode_shape(D, 2, 4, 8);
       reps.push_back(gpu_check_encode(s, D == 256 ? nc : mixed, {97, 33}, bc::dtype::f16, D == 48, D == 48 ? 1 : 2, 95 + D));
     }
     // a window wider than the merge kernel's 128 threads
-    const std::vector<int> wide{1500, 129, 257, 128, 305};
     reps.push_back(gpu_check_decode(decode_shape(128, 2, 8, 4, 300, wide), mixed, wide, bc::dtype::f32, 0, 99));
   }
   // the tensor-core path (decode_path::tensor_cores, tolerance 3e-3: fp16 operands)
@@ -217,7 +203,6 @@ int run_checks(path_mode mode, bool small) {
     reps.push_back(gpu_check_decode(decode_shape(128, 1, 16, 1, 8, {1000, 97, 5000}, 8, 192), mixed, {1000, 97, 5000},
                                     bc::dtype::bf16, 64, 70, 3e-3, 0, tc));
     reps.push_back(gpu_check_decode(decode_shape(32, 2, 8, 2, 8, {300, 77}), mixed, {300, 77}, bc::dtype::f32, 0, 72, 3e-3, 0, tc));
-    const std::vector<int> wide{1500, 129, 257, 128, 305};
     reps.push_back(gpu_check_decode(decode_shape(128, 2, 8, 4, 300, wide), mixed, wide, bc::dtype::f32, 0, 73, 3e-3, 0, tc));
     reps.push_back(gpu_check_decode(decode_shape(64, 2, 8, 2, 8, {300, 1, 97}), mixed, {300, 1, 97}, bc::dtype::f16, 0, 71,
                                     3e-3, 5, tc));

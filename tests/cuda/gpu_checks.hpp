@@ -54,12 +54,32 @@ inline method tq_method(int bits) {
   return m;
 }
 
+//! Block-GTQ keys with every width 1..8 present, 3-bit values.
+inline method mixed_method() {
+  method m;
+  m.name = "gtq-mixed-1..8";
+  m.keys = key_kind::mixed;
+  m.value_bits = 3;
+  return m;
+}
+
 //! Cache shape under test.
 struct shape {
   int layers = 1, kv_heads = 2, q_heads = 8, head_dim = 64, page_tokens = 64, max_pages = 64, sink = 0, recent = 0;
   bool nonfinite_zero = false;  //!< cache policy for NaN/Inf rows: store zero (else reject)
   float scale = 0.0f;           //!< decode's logit scale, on the device and the CPU (0 = 1 / sqrt(D))
 };
+
+//! The shape of the encode checks: one layer, D, Hkv, Hq, a pool of `max_pages` pages of
+//! 64 tokens, no window.
+inline shape encode_shape(int D, int Hkv, int Hq, int max_pages) {
+  shape s;
+  s.head_dim = D;
+  s.kv_heads = Hkv;
+  s.q_heads = Hq;
+  s.max_pages = max_pages;
+  return s;
+}
 
 //! A one-layer decode shape whose pool holds `lengths` (P tokens per page) plus `spare` pages.
 inline shape decode_shape(int D, int Hkv, int Hq, int sink, int recent, const std::vector<int>& lengths, int spare = 0,

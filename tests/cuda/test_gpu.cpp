@@ -43,14 +43,6 @@ bool keep(int& i) { return full_size() || (i++ % 3) == 0; }
 constexpr double tc_tol = 3e-3;
 int cap(int L) { return full_size() ? L : std::min(L, 1000); }
 
-method mixed_method() {
-  method m;
-  m.name = "gtq-mixed-1..8";
-  m.keys = key_kind::mixed;
-  m.value_bits = 3;
-  return m;
-}
-
 // the awkward lengths of a batch of n sequences
 std::vector<int> lengths_for(int n) {
   const int pool[] = {1, 54, 97, 1000, 5000};
@@ -84,11 +76,7 @@ TEST_CASE("encode_append writes the CPU encoder's pages (Block-GTQ, widths 1..8)
     for (bc::dtype t : {bc::dtype::f16, bc::dtype::bf16, bc::dtype::f32})
       for (bool interleave : {false, true}) {
         if (!keep(combo)) continue;
-        shape s;
-        s.head_dim = D;
-        s.kv_heads = 3;
-        s.q_heads = 6;
-        s.max_pages = 40;
+        const shape s = encode_shape(D, 3, 6, 40);
         const check_report r = gpu_check_encode(s, mixed_method(), {97, 54, 200, 1}, t, interleave, interleave ? 1 : 3, 100 + D);
         INFO(r.what);
         REQUIRE(r.ok);
@@ -100,11 +88,7 @@ TEST_CASE("encode_append writes the CPU encoder's pages (uniform TQ 2 and 3 bits
   require_device();
   for (int bits : {2, 3})
     for (int D : {64, 128}) {
-      shape s;
-      s.head_dim = D;
-      s.kv_heads = 2;
-      s.q_heads = 8;
-      s.max_pages = 40;
+      const shape s = encode_shape(D, 2, 8, 40);
       method m = tq_method(bits);
       const check_report r = gpu_check_encode(s, m, {300, 97}, bc::dtype::f16, false, 2, 200 + bits);
       INFO(r.what);
@@ -132,11 +116,7 @@ TEST_CASE("encode_append at head dims 16, 48, 160 and 256 (a group wider than th
         m.norm_correction = true;
         m.name += "-normcorr";
       }
-      shape s;
-      s.head_dim = D;
-      s.kv_heads = 2;
-      s.q_heads = 4;
-      s.max_pages = 8;
+      const shape s = encode_shape(D, 2, 4, 8);
       const bool interleave = (combo++ % 2) == 1;
       const check_report r = gpu_check_encode(s, m, {97, 33}, bc::dtype::f16, interleave, interleave ? 1 : 2, 600 + D);
       INFO(r.what);
@@ -166,11 +146,7 @@ TEST_CASE("encode_append of rows with norms above 2^100 or beyond float, tiny ro
   for (const method& m : {mixed_method(), fp32})
     for (bc::dtype t : {bc::dtype::f32, bc::dtype::bf16})
       for (int D : {64, 128}) {
-        shape s;
-        s.head_dim = D;
-        s.kv_heads = 2;
-        s.q_heads = 4;
-        s.max_pages = 8;
+        const shape s = encode_shape(D, 2, 4, 8);
         const bool interleave = (combo++ % 2) == 1;
         const check_report r = gpu_check_encode(s, m, {70, 33}, t, interleave, interleave ? 1 : 2, 500 + D, false, true);
         INFO(r.what);

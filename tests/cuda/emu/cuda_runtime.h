@@ -373,8 +373,9 @@ void stream_launch(bool overlapped, void (*kernel)(P...), dim3 grid, dim3 block,
   const cta_order order = configured_cta_order();
   bool odd = false;  // this kernel's odd-numbered launch
   {
-    std::lock_guard<std::mutex> lock(limits_mu);
+    static std::mutex mu;
     static std::map<const void*, unsigned> per_kernel;
+    std::lock_guard<std::mutex> lock(mu);
     odd = per_kernel[reinterpret_cast<const void*>(kernel)]++ % 2 == 1;
   }
   const bool reverse = order == cta_order::reverse || (order == cta_order::alternate && odd);
