@@ -117,13 +117,15 @@ int run_checks(path_mode mode, bool small) {
     const std::vector<int> lengths{300, 1, 97};
     if (cc) {
       reps.push_back(gpu_check_encode(s, mixed, {97, 54, 1}, bc::dtype::f16, false, 3, 1));
-      reps.push_back(gpu_check_decode(decode_shape(128, 2, 8, 2, 8, lengths), mixed, lengths, bc::dtype::f16, 3, 2, 1e-4, 3));
+      reps.push_back(gpu_check_decode(decode_shape(128, 2, 8, 2, 8, lengths), mixed, lengths,
+                                      {.q_type = bc::dtype::f16, .splits = 3, .seed = 2, .nonfinite = 3}));
       reps.push_back(gpu_check_energy(8, 2, 64, bgtq::rope_pairing::interleaved, 300, bc::dtype::f32, 100, 3));
     }
     if (tcs) {
-      reps.push_back(gpu_check_decode(decode_shape(128, 2, 8, 2, 8, lengths), mixed, lengths, bc::dtype::f16, 3, 4, 3e-3, 3, tc));
-      reps.push_back(gpu_check_decode(decode_shape(128, 2, 8, 2, 16, {300, 97}, 1, 128), tq3, {300, 97}, bc::dtype::f16, 2, 5,
-                                      3e-3, 0, tc));
+      reps.push_back(gpu_check_decode(decode_shape(128, 2, 8, 2, 8, lengths), mixed, lengths,
+                                      {.q_type = bc::dtype::f16, .splits = 3, .seed = 4, .path = tc, .nonfinite = 3}));
+      reps.push_back(gpu_check_decode(decode_shape(128, 2, 8, 2, 16, {300, 97}, 1, 128), tq3, {300, 97},
+                                      {.q_type = bc::dtype::f16, .splits = 2, .seed = 5, .path = tc}));
     }
     return report_checks(reps);
   }
@@ -144,42 +146,41 @@ int run_checks(path_mode mode, bool small) {
         std::vector<int> lengths;
         for (int i = 0; i < batch; ++i) lengths.push_back(batch == 1 ? 5000 : pool[(i * 3) % 5]);
         const shape s = decode_shape(D, 2, 2 * G, batch == 17 ? 4 : 0, batch == 17 ? 32 : 0, lengths);
-        reps.push_back(gpu_check_decode(s, G == 4 ? greedy : mixed, lengths, bc::dtype::f32, 0, 10 + D + G + batch));
+        reps.push_back(gpu_check_decode(s, G == 4 ? greedy : mixed, lengths, {.seed = 10 + D + G + batch}));
       }
   for (int bits : {2, 3})
     for (int L : {1, 54, 97, 1000}) {
       if (!cc) break;
       const shape s = decode_shape(128, 4, 16, 2, 16, {L}, 1);
-      reps.push_back(gpu_check_decode(s, bits == 2 ? tq2 : tq3, {L}, bc::dtype::f16, bits == 2 ? 3 : 0, 20 + L));
+      reps.push_back(gpu_check_decode(s, bits == 2 ? tq2 : tq3, {L},
+                                      {.q_type = bc::dtype::f16, .splits = bits == 2 ? 3 : 0, .seed = 20 + L}));
     }
   if (cc) {
     const shape s = decode_shape(128, 1, 16, 1, 8, {1000, 97, 5000}, 8);
-    reps.push_back(gpu_check_decode(s, mixed, {1000, 97, 5000}, bc::dtype::bf16, 64, 30));
-    reps.push_back(gpu_check_decode(decode_shape(64, 2, 8, 2, 8, {300, 1, 97}), mixed, {300, 1, 97}, bc::dtype::f16, 0, 31,
-                                    1e-4, 5));
-    reps.push_back(gpu_check_decode(decode_shape(64, 2, 8, 4, 16, {300, 97, 23}), mixed, {300, 97, 23}, bc::dtype::f32, 0, 32,
-                                    1e-4, 0, bc::decode_path::cuda_cores, true));  // every window score -inf
+    reps.push_back(gpu_check_decode(s, mixed, {1000, 97, 5000}, {.q_type = bc::dtype::bf16, .splits = 64, .seed = 30}));
+    reps.push_back(gpu_check_decode(decode_shape(64, 2, 8, 2, 8, {300, 1, 97}), mixed, {300, 1, 97},
+                                    {.q_type = bc::dtype::f16, .seed = 31, .nonfinite = 5}));
+    reps.push_back(gpu_check_decode(decode_shape(64, 2, 8, 4, 16, {300, 97, 23}), mixed, {300, 97, 23},
+                                    {.seed = 32, .inf_window = true}));  // every window score -inf
     reps.push_back(gpu_check_energy(8, 2, 64, bgtq::rope_pairing::interleaved, 1000, bc::dtype::f32, 300, 40));
     reps.push_back(gpu_check_energy(32, 8, 128, bgtq::rope_pairing::half, 517, bc::dtype::f16, 4096, 41));
     reps.push_back(gpu_check_fill());
     // GQA groups that leave head slots of a CTA empty or use the two-head kernel
     for (int G : {2, 3, 6, 12})
-      reps.push_back(gpu_check_decode(decode_shape(64, 2, 2 * G, 2, 8, {300, 97, 1}), mixed, {300, 97, 1}, bc::dtype::f32, 0,
-                                      33 + G));
+      reps.push_back(gpu_check_decode(decode_shape(64, 2, 2 * G, 2, 8, {300, 97, 1}), mixed, {300, 97, 1}, {.seed = 33 + G}));
     // the value widths the Block-GTQ (3) and uniform (2, 3) checks above leave out
     for (int bits : {1, 4, 5, 6, 7, 8})
       reps.push_back(gpu_check_decode(decode_shape(bits % 2 ? 128 : 64, 2, 8, 2, 16, {1000, 54}, 1), tq_method(bits), {1000, 54},
-                                      bc::dtype::f16, 0, 80 + bits));
+                                      {.q_type = bc::dtype::f16, .seed = 80 + bits}));
     // head dims whose value pass splits tokens 4 ways (16) or gives threads a second
     // coordinate (160), and encode groups narrower than a warp or wider than the CTA
     for (int D : {16, 48, 160, 256}) {
-      if (D != 256)
-        reps.push_back(gpu_check_decode(decode_shape(D, 2, 8, 2, 8, {300, 77}), mixed, {300, 77}, bc::dtype::f32, 0, 90 + D));
+      if (D != 256) reps.push_back(gpu_check_decode(decode_shape(D, 2, 8, 2, 8, {300, 77}), mixed, {300, 77}, {.seed = 90 + D}));
       const shape s = encode_shape(D, 2, 4, 8);
       reps.push_back(gpu_check_encode(s, D == 256 ? nc : mixed, {97, 33}, bc::dtype::f16, D == 48, D == 48 ? 1 : 2, 95 + D));
     }
     // a window wider than the merge kernel's 128 threads
-    reps.push_back(gpu_check_decode(decode_shape(128, 2, 8, 4, 300, wide), mixed, wide, bc::dtype::f32, 0, 99));
+    reps.push_back(gpu_check_decode(decode_shape(128, 2, 8, 4, 300, wide), mixed, wide, {.seed = 99}));
   }
   // the tensor-core path (decode_path::tensor_cores, tolerance 3e-3: fp16 operands)
   for (int D : {64, 128})
@@ -187,25 +188,26 @@ int run_checks(path_mode mode, bool small) {
       if (!tcs) break;
       const std::vector<int> lengths{5000, 1, 54, 97, 1000, 130, 64};
       const shape s = decode_shape(D, 2, 2 * G, 4, 32, lengths);
-      reps.push_back(gpu_check_decode(s, G == 4 ? greedy : mixed, lengths, bc::dtype::f32, 0, 50 + D + G, 3e-3, 0, tc));
+      reps.push_back(gpu_check_decode(s, G == 4 ? greedy : mixed, lengths, {.seed = 50 + D + G, .path = tc}));
     }
   for (int G : {3, 6, 12}) {  // partial head chunks
     if (!tcs) break;
-    reps.push_back(gpu_check_decode(decode_shape(64, 2, 2 * G, 2, 8, {300, 97, 1}), mixed, {300, 97, 1}, bc::dtype::f32, 0,
-                                    53 + G, 3e-3, 0, tc));
+    reps.push_back(
+        gpu_check_decode(decode_shape(64, 2, 2 * G, 2, 8, {300, 97, 1}), mixed, {300, 97, 1}, {.seed = 53 + G, .path = tc}));
   }
   for (int bits = 1; bits <= 8; ++bits) {
     if (!tcs) break;
     const shape s = decode_shape(128, 2, 8, 2, 16, {1000, 97}, 1, bits % 3 == 0 ? 128 : 64);
-    reps.push_back(gpu_check_decode(s, tq_method(bits), {1000, 97}, bc::dtype::f16, bits == 2 ? 7 : 0, 60 + bits, 3e-3, 0, tc));
+    reps.push_back(gpu_check_decode(s, tq_method(bits), {1000, 97},
+                                    {.q_type = bc::dtype::f16, .splits = bits == 2 ? 7 : 0, .seed = 60 + bits, .path = tc}));
   }
   if (tcs) {
     reps.push_back(gpu_check_decode(decode_shape(128, 1, 16, 1, 8, {1000, 97, 5000}, 8, 192), mixed, {1000, 97, 5000},
-                                    bc::dtype::bf16, 64, 70, 3e-3, 0, tc));
-    reps.push_back(gpu_check_decode(decode_shape(32, 2, 8, 2, 8, {300, 77}), mixed, {300, 77}, bc::dtype::f32, 0, 72, 3e-3, 0, tc));
-    reps.push_back(gpu_check_decode(decode_shape(128, 2, 8, 4, 300, wide), mixed, wide, bc::dtype::f32, 0, 73, 3e-3, 0, tc));
-    reps.push_back(gpu_check_decode(decode_shape(64, 2, 8, 2, 8, {300, 1, 97}), mixed, {300, 1, 97}, bc::dtype::f16, 0, 71,
-                                    3e-3, 5, tc));
+                                    {.q_type = bc::dtype::bf16, .splits = 64, .seed = 70, .path = tc}));
+    reps.push_back(gpu_check_decode(decode_shape(32, 2, 8, 2, 8, {300, 77}), mixed, {300, 77}, {.seed = 72, .path = tc}));
+    reps.push_back(gpu_check_decode(decode_shape(128, 2, 8, 4, 300, wide), mixed, wide, {.seed = 73, .path = tc}));
+    reps.push_back(gpu_check_decode(decode_shape(64, 2, 8, 2, 8, {300, 1, 97}), mixed, {300, 1, 97},
+                                    {.q_type = bc::dtype::f16, .seed = 71, .path = tc, .nonfinite = 5}));
   }
   return report_checks(reps);
 }

@@ -241,34 +241,62 @@ inline check_report gpu_check_encode(shape s, const method& m, const std::vector
   return rep;
 }
 
-//! decode_attention vs CPU decode_attention (rel 1e-4 over max |out|) for sequences of
-//! the given lengths, with the cache's sink/recent window; runs twice (poisoned
-//! buffers both times) and requires bit-identical results. `nonfinite`: this many
-//! (sequence, query head) pairs get one NaN, +Inf, -Inf or 3e38 (finite, beyond the
-//! overflow guard) query element on the device;
-//! their outputs must be all NaN, the others must still match the CPU (computed from
-//! the finite queries), and a.nonfinite must count them on each run.
-//! `inf_window` (needs a window): every window key row gets -Inf in dim 0 and every
-//! query a positive dim 0, so every window score is -Inf (as an overflowed score would
-//! be); the output must then be finite and bit-identical to the same launch without
-//! the window (the CPU cache cannot hold such rows, so the device is its own reference).
-//! `guard_edge` (f32 queries, G >= 2; replaces `nonfinite`): per (sequence, KV head h)
-//! query head h G points along a stored key of h with norm 0.999 max_query_norm (the
-//! CPU's bound: key_norm_bound and, with a window, the window's), which both must serve
-//! alike (logits near 2^125: nearly one-hot), and query head h G + 1 the same at 1.01
-//! max_query_norm, which the device must refuse (NaN outputs, counted): a device bound
-//! looser or tighter than the CPU's by 1% fails.
-//! `poison_tail`: after the upload, the last page of every sequence whose length is not
-//! a multiple of P gets, at every token slot past its length, +Inf radii (fp16 or fp32)
-//! and random code bits in every group of both parts, as stale data of a freed sequence
-//! could leave there: the outputs must not change (an Inf radius times a zero weight is
-//! NaN, so any use of one shows).
-//! `expect_tc` (-1: what `path` and the layer decide): 1 or 0, the kernel the launch
-//! must report it ran (tensor or CUDA cores), for a fallback the caller provoked.
-inline check_report gpu_check_decode(const shape& s, const method& m, const std::vector<int>& lengths, cuda::dtype q_type,
-                                     int splits, std::uint64_t seed, double tol = 1e-4, int nonfinite = 0,
-                                     cuda::decode_path path = cuda::decode_path::cuda_cores, bool inf_window = false,
-                                     bool guard_edge = false, bool poison_tail = false, int expect_tc = -1) {
+//! The tolerance of decode_attention against the CPU's, relative to max |out|: 1e-4 on
+//! the CUDA cores (fp32 throughout), 3e-3 on the tensor cores (docs/gpu.md derives it:
+//! fp16 rounding is 2^-11 relative per operand; the 2-4-bit codes themselves are ~1e-1).
+inline double path_tol(bool tensor_cores) { return tensor_cores ? 3e-3 : 1e-4; }
+
+//! What a gpu_check_decode run varies besides the shape, the method and the lengths.
+//! Callers name what they set, in this order (designated initializers):
+//! `gpu_check_decode(s, m, lengths, {.splits = 3, .seed = 7, .path = cuda::decode_path::tensor_cores})`.
+struct decode_check {
+  cuda::dtype q_type = cuda::dtype::f32;  //!< the queries' type on the device
+  int splits = 0;                         //!< a forced split count; 0: the device's plan
+  int seed = 1;                           //!< the cache's keys, values and the queries
+  cuda::decode_path path = cuda::decode_path::cuda_cores;
+  //! relative to max |out|; < 0: path_tol of the kernel that must run (see expect_tc)
+  double tol = -1.0;
+  //! this many (sequence, query head) pairs get one NaN, +Inf, -Inf or 3e38 (finite,
+  //! beyond the overflow guard) query element on the device; their outputs must be all
+  //! NaN, the others must still match the CPU (computed from the finite queries), and
+  //! a.nonfinite must count them on each run
+  int nonfinite = 0;
+  //! (needs a window) every window key row gets -Inf in dim 0 and every query a positive
+  //! dim 0, so every window score is -Inf (as an overflowed score would be); the output
+  //! must then be finite and bit-identical to the same launch without the window (the
+  //! CPU cache cannot hold such rows, so the device is its own reference)
+  bool inf_window = false;
+  //! (f32 queries, G >= 2; replaces `nonfinite`) per (sequence, KV head h) query head h G
+  //! points along a stored key of h with norm 0.999 max_query_norm (the CPU's bound:
+  //! key_norm_bound and, with a window, the window's), which both must serve alike
+  //! (logits near 2^125: nearly one-hot), and query head h G + 1 the same at 1.01
+  //! max_query_norm, which the device must refuse (NaN outputs, counted): a device bound
+  //! looser or tighter than the CPU's by 1% fails
+  bool guard_edge = false;
+  //! after the upload, the last page of every sequence whose length is not a multiple of
+  //! P gets, at every token slot past its length, +Inf radii (fp16 or fp32) and random
+  //! code bits in every group of both parts, as stale data of a freed sequence could
+  //! leave there: the outputs must not change (an Inf radius times a zero weight is NaN,
+  //! so any use of one shows)
+  bool poison_tail = false;
+  //! the kernel the launch must report it ran, 1 tensor or 0 CUDA cores, for a fallback
+  //! the caller provoked; -1: what `path` and the layer decide (automatic takes the
+  //! tensor cores wherever the layer allows)
+  int expect_tc = -1;
+};
+
+//! decode_attention vs CPU decode_attention (tolerance: decode_check::tol) for sequences
+//! of the given lengths, with the cache's sink/recent window; runs twice (poisoned
+//! buffers both times) and requires bit-identical results and the kernel and split
+//! count the launch reports to be the expected ones. decode_check says what else varies.
+inline check_report gpu_check_decode(const shape& s, const method& m, const std::vector<int>& lengths, const decode_check& o = {}) {
+  const cuda::dtype q_type = o.q_type;
+  const int splits = o.splits;
+  const auto seed = static_cast<std::uint64_t>(o.seed);
+  const cuda::decode_path path = o.path;
+  const int nonfinite = o.nonfinite;
+  const bool inf_window = o.inf_window, guard_edge = o.guard_edge, poison_tail = o.poison_tail;
+  const int expect_tc = o.expect_tc;
   check_report rep;
   char head[256];
   std::snprintf(head, sizeof head, "decode%s %s D=%d Hkv=%d G=%d P=%d B=%zu window=%d+%d q=%s splits=%d",
@@ -443,6 +471,7 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
   const bool tc_want = expect_tc >= 0 ? expect_tc != 0
                                       : path == cuda::decode_path::tensor_cores ||
                                             (path == cuda::decode_path::automatic && dev.tensor_core_decode(0, nullptr));
+  double tol = o.tol >= 0.0 ? o.tol : path_tol(tc_want);
   int splits_run = -1;
   bool tc_run = !tc_want;  // (the opposite of what must come back)
   a.splits_used = &splits_run;

@@ -38,9 +38,6 @@ bool full_size() {
 bool full_size() { return true; }
 #endif
 bool keep(int& i) { return full_size() || (i++ % 3) == 0; }
-// decode_path::tensor_cores: tolerance 3e-3 of max |out| (docs/gpu.md derives it: fp16
-// rounding is 2^-11 relative per operand); the 2-4-bit codes themselves are ~1e-1.
-constexpr double tc_tol = 3e-3;
 int cap(int L) { return full_size() ? L : std::min(L, 1000); }
 
 // the awkward lengths of a batch of n sequences
@@ -53,7 +50,7 @@ std::vector<int> lengths_for(int n) {
 
 // Block-GTQ with every width 1..8 over D 64/128, the GQA group sizes `Gs`, batch 1
 // (5000 tokens) and 17 (awkward lengths, fp16 window), on one decode path.
-void check_mixed_batches(std::initializer_list<int> Gs, bc::decode_path path, double tol, int seed) {
+void check_mixed_batches(std::initializer_list<int> Gs, bc::decode_path path, int seed) {
   int combo = 0;
   for (int D : {64, 128})
     for (int G : Gs)
@@ -61,7 +58,7 @@ void check_mixed_batches(std::initializer_list<int> Gs, bc::decode_path path, do
         if (!keep(combo)) continue;
         const std::vector<int> lengths = batch == 1 ? std::vector<int>{cap(5000)} : lengths_for(full_size() ? 17 : 7);
         const shape s = decode_shape(D, 2, 2 * G, batch == 17 ? 4 : 0, batch == 17 ? 32 : 0, lengths);
-        const check_report r = gpu_check_decode(s, mixed_method(), lengths, bc::dtype::f32, 0, seed + D + G + batch, tol, 0, path);
+        const check_report r = gpu_check_decode(s, mixed_method(), lengths, {.seed = seed + D + G + batch, .path = path});
         INFO(r.what);
         REQUIRE(r.ok);
       }
@@ -156,7 +153,7 @@ TEST_CASE("encode_append of rows with norms above 2^100 or beyond float, tiny ro
 
 TEST_CASE("decode_attention matches CPU decode_attention (Block-GTQ, batch 1 and 17, D 64 and 128)", "[gpu][decode]") {
   require_device();
-  check_mixed_batches({1, 4, 8}, bc::decode_path::cuda_cores, 1e-4, 500);
+  check_mixed_batches({1, 4, 8}, bc::decode_path::cuda_cores, 500);
 }
 
 TEST_CASE("decode_attention matches CPU decode_attention (uniform TQ 2/3 bits, awkward lengths, windows)", "[gpu][decode][tsan]") {
@@ -167,7 +164,7 @@ TEST_CASE("decode_attention matches CPU decode_attention (uniform TQ 2/3 bits, a
       for (bool window : {false, true}) {
         if (!keep(combo) || cap(L) != L) continue;
         const shape s = decode_shape(bits == 2 ? 64 : 128, 4, 16, window ? 2 : 0, window ? 16 : 0, {L}, 1);
-        const check_report r = gpu_check_decode(s, tq_method(bits), {L}, bc::dtype::f32, 0, 600 + L + bits);
+        const check_report r = gpu_check_decode(s, tq_method(bits), {L}, {.seed = 600 + L + bits});
         INFO(r.what);
         REQUIRE(r.ok);
       }
@@ -181,7 +178,7 @@ TEST_CASE("decode_attention: fp16 and bf16 queries, forced split counts, GQA 16 
   for (bc::dtype t : {bc::dtype::f16, bc::dtype::bf16})
     for (int splits : {1, 3, 64}) {
       if (!full_size() && combo++ % 2 != 0) continue;
-      const check_report r = gpu_check_decode(s, mixed_method(), lengths, t, splits, 700 + splits);
+      const check_report r = gpu_check_decode(s, mixed_method(), lengths, {.q_type = t, .splits = splits, .seed = 700 + splits});
       INFO(r.what);
       REQUIRE(r.ok);
     }
@@ -198,7 +195,7 @@ TEST_CASE("decode_attention: GQA 2, 3, 6 and 12 (two-head CTAs, padded and parti
     for (bc::decode_path path : {bc::decode_path::cuda_cores, bc::decode_path::tensor_cores}) {
       const bool tc = path == bc::decode_path::tensor_cores;
       const shape s = decode_shape(64, 2, 2 * G, 2, 8, lengths);
-      const check_report r = gpu_check_decode(s, mixed_method(), lengths, bc::dtype::f32, 0, 740 + G + 20 * tc, tc ? tc_tol : 1e-4, 0, path);
+      const check_report r = gpu_check_decode(s, mixed_method(), lengths, {.seed = 740 + G + 20 * tc, .path = path});
       INFO(r.what);
       REQUIRE(r.ok);
     }
@@ -214,7 +211,7 @@ TEST_CASE("decode_attention on CUDA cores: uniform TQ keys and values at widths 
       for (bool window : {false, true}) {
         if (!full_size() && ((L == 54) != (bits % 2 == 0) || window != (bits >= 6))) continue;
         const shape s = decode_shape(bits % 2 ? 128 : 64, 2, 8, window ? 2 : 0, window ? 16 : 0, {L}, 1);
-        const check_report r = gpu_check_decode(s, tq_method(bits), {L}, bc::dtype::f32, 0, 730 + L + bits);
+        const check_report r = gpu_check_decode(s, tq_method(bits), {L}, {.seed = 730 + L + bits});
         INFO(r.what);
         REQUIRE(r.ok);
       }
@@ -228,8 +225,8 @@ TEST_CASE("decode_attention: an engine's own logit scale (flatter and sharper th
     for (bc::decode_path path : {bc::decode_path::cuda_cores, bc::decode_path::tensor_cores}) {
       s.scale = factor / std::sqrt(64.0f);
       const bool tc = path == bc::decode_path::tensor_cores;
-      const check_report r = gpu_check_decode(s, mixed_method(), lengths, bc::dtype::f32, 0, 780 + 10 * tc + static_cast<int>(factor),
-                                              tc ? tc_tol : 1e-4, 0, path);
+      const check_report r =
+          gpu_check_decode(s, mixed_method(), lengths, {.seed = 780 + 10 * tc + static_cast<int>(factor), .path = path});
       INFO(r.what);
       REQUIRE(r.ok);
     }
@@ -243,8 +240,8 @@ TEST_CASE("decode_attention: a NaN, Inf or overflowing (3e38) query element give
   for (bc::decode_path path : {bc::decode_path::cuda_cores, bc::decode_path::tensor_cores})
     for (bc::dtype t : {bc::dtype::f32, bc::dtype::f16, bc::dtype::bf16}) {
       const bool tc = path == bc::decode_path::tensor_cores;
-      const check_report r =
-          gpu_check_decode(s, mixed_method(), lengths, t, 0, 750 + static_cast<int>(t) + 10 * tc, tc ? tc_tol : 1e-4, 5, path);
+      const check_report r = gpu_check_decode(
+          s, mixed_method(), lengths, {.q_type = t, .seed = 750 + static_cast<int>(t) + 10 * tc, .path = path, .nonfinite = 5});
       INFO(r.what);
       REQUIRE(r.ok);
     }
@@ -262,8 +259,8 @@ TEST_CASE("decode_attention: queries at 0.999 of the overflow guard's norm bound
       s.scale = scale;
       for (bc::decode_path path : {bc::decode_path::cuda_cores, bc::decode_path::tensor_cores}) {
         const bool tc = path == bc::decode_path::tensor_cores;
-        const check_report r = gpu_check_decode(s, mixed_method(), lengths, bc::dtype::f32, 0, 765 + win + 2 * tc,
-                                                tc ? tc_tol : 1e-4, 0, path, false, true);
+        const check_report r =
+            gpu_check_decode(s, mixed_method(), lengths, {.seed = 765 + win + 2 * tc, .path = path, .guard_edge = true});
         INFO(r.what);
         REQUIRE(r.ok);
       }
@@ -275,7 +272,7 @@ TEST_CASE("decode_attention: a window whose every score is -inf leaves the pages
   const std::vector<int> lengths{300, 97, 23};  // 23: a sequence that is all window but 3 tokens
   const shape s = decode_shape(64, 2, 8, 4, 16, lengths);
   for (bc::decode_path path : {bc::decode_path::cuda_cores, bc::decode_path::tensor_cores}) {
-    const check_report r = gpu_check_decode(s, mixed_method(), lengths, bc::dtype::f32, 0, 760, 1e-4, 0, path, true);
+    const check_report r = gpu_check_decode(s, mixed_method(), lengths, {.seed = 760, .path = path, .inf_window = true});
     INFO(r.what);
     REQUIRE(r.ok);
   }
@@ -293,7 +290,7 @@ TEST_CASE("decode_attention: windows wider than the merge kernel's 128 threads (
   const shape s = decode_shape(128, 2, 8, 4, 300, lengths);
   for (bc::decode_path path : {bc::decode_path::cuda_cores, bc::decode_path::tensor_cores}) {
     const bool tc = path == bc::decode_path::tensor_cores;
-    const check_report r = gpu_check_decode(s, mixed_method(), lengths, bc::dtype::f32, 0, 765 + tc, tc ? tc_tol : 1e-4, 0, path);
+    const check_report r = gpu_check_decode(s, mixed_method(), lengths, {.seed = 765 + tc, .path = path});
     INFO(r.what);
     REQUIRE(r.ok);
   }
@@ -519,7 +516,7 @@ TEST_CASE("fill_uniform writes its Philox formula's values, seeded, and nothing 
 
 // ---------------------------------------------------------------- tensor-core decode path
 // decode_path::tensor_cores: fp16 centroids, scaled fp16 queries and fp16 weights x radii
-// on mma.sync, fp32 accumulation (tolerance tc_tol, above).
+// on mma.sync, fp32 accumulation (tolerance path_tol(true): 3e-3).
 
 namespace {
 method wide_method(int bits) {  // uniform TQ keys and values at `bits` (5..8: the shared-table path)
@@ -532,7 +529,7 @@ method wide_method(int bits) {  // uniform TQ keys and values at `bits` (5..8: t
 TEST_CASE("tensor-core decode matches CPU decode_attention (Block-GTQ widths 1..8, D 64/128, GQA 1/4/8/16, batch 1/17)",
           "[gpu][decode][mma]") {
   require_device();
-  check_mixed_batches({1, 4, 8, 16}, bc::decode_path::tensor_cores, tc_tol, 910);
+  check_mixed_batches({1, 4, 8, 16}, bc::decode_path::tensor_cores, 910);
 }
 
 TEST_CASE("tensor-core decode: uniform TQ keys and values at every width 1..8, awkward lengths, windows",
@@ -545,7 +542,7 @@ TEST_CASE("tensor-core decode: uniform TQ keys and values at every width 1..8, a
         if (!keep(combo)) continue;
         const shape s = decode_shape(bits % 2 ? 128 : 64, 3, 12, window ? 2 : 0, window ? 16 : 0, {L}, 1);
         const check_report r =
-            gpu_check_decode(s, wide_method(bits), {L}, bc::dtype::f32, 0, 920 + L + bits, tc_tol, 0, bc::decode_path::tensor_cores);
+            gpu_check_decode(s, wide_method(bits), {L}, {.seed = 920 + L + bits, .path = bc::decode_path::tensor_cores});
         INFO(r.what);
         REQUIRE(r.ok);
       }
@@ -565,8 +562,9 @@ TEST_CASE("tensor-core decode: pages of 128 and 192 tokens, forced splits, fp16/
       for (int splits : {1, 3, 64}) {
         if (!keep(combo)) continue;
         const shape s = decode_shape(128, 2, 8, 1, 8, lengths, 1, P);
-        const check_report r = gpu_check_decode(s, P == 128 ? greedy : mixed_method(), lengths, t, splits, 940 + P + splits,
-                                                tc_tol, 0, bc::decode_path::tensor_cores);
+        const check_report r =
+            gpu_check_decode(s, P == 128 ? greedy : mixed_method(), lengths,
+                             {.q_type = t, .splits = splits, .seed = 940 + P + splits, .path = bc::decode_path::tensor_cores});
         INFO(r.what);
         REQUIRE(r.ok);
       }
@@ -578,7 +576,7 @@ TEST_CASE("tensor-core decode: head dims 80, 96 and 120 (5, 6 and 8 value m-tile
   for (int D : {80, 96, 120})
     for (const method& m : {tq_method(3), mixed_method()}) {
       const shape s = decode_shape(D, 2, 8, 0, 0, lengths);
-      const check_report r = gpu_check_decode(s, m, lengths, bc::dtype::f32, 0, 970 + D, tc_tol, 0, bc::decode_path::tensor_cores);
+      const check_report r = gpu_check_decode(s, m, lengths, {.seed = 970 + D, .path = bc::decode_path::tensor_cores});
       INFO(r.what);
       REQUIRE(r.ok);
     }
@@ -596,11 +594,11 @@ TEST_CASE("decode_attention: head dims 16 to 160 on CUDA cores, 16, 32 and 48 on
   for (int D : {16, 32, 48, 80, 96, 120, 160})
     for (const method& m : {tq_method(3), mixed_method()}) {
       const shape s = decode_shape(D, 2, 8, 2, 8, lengths);
-      const check_report r = gpu_check_decode(s, m, lengths, bc::dtype::f32, 0, 960 + D, 1e-4, 0, bc::decode_path::cuda_cores);
+      const check_report r = gpu_check_decode(s, m, lengths, {.seed = 960 + D});
       INFO(r.what);
       REQUIRE(r.ok);
       if (D > 48 && D != 160) continue;
-      const check_report t = gpu_check_decode(s, m, lengths, bc::dtype::f32, 0, 980 + D, tc_tol, 0, bc::decode_path::tensor_cores);
+      const check_report t = gpu_check_decode(s, m, lengths, {.seed = 980 + D, .path = bc::decode_path::tensor_cores});
       INFO(t.what);
       if (D == 160)
         REQUIRE(t.what.find("value group of 160 coordinates") != std::string::npos);
@@ -617,7 +615,7 @@ TEST_CASE("tensor-core decode: tiny and large value radii (the accumulator's 2^E
     m.value_scale = vs;
     m.name = "tq3-values-x" + std::to_string(vs);
     const shape s = decode_shape(128, 1, 4, 0, 0, lengths);
-    const check_report r = gpu_check_decode(s, m, lengths, bc::dtype::f32, 0, 950, tc_tol, 0, bc::decode_path::tensor_cores);
+    const check_report r = gpu_check_decode(s, m, lengths, {.seed = 950, .path = bc::decode_path::tensor_cores});
     INFO(r.what);
     REQUIRE(r.ok);
   }
@@ -635,9 +633,7 @@ TEST_CASE("decode_attention ignores what a page holds past a sequence's tokens (
       for (const method& m : {mixed_method(), fp32}) {
         if (path == bc::decode_path::tensor_cores && m.fp32_radius) continue;  // fp16 radii only there
         const shape s = decode_shape(128, 2, 8, 0, 0, lengths, 1, P);
-        const bool tc = path == bc::decode_path::tensor_cores;
-        const check_report r =
-            gpu_check_decode(s, m, lengths, bc::dtype::f32, 0, 960 + P, tc ? tc_tol : 1e-4, 0, path, false, false, true);
+        const check_report r = gpu_check_decode(s, m, lengths, {.seed = 960 + P, .path = path, .poison_tail = true});
         INFO(r.what);
         REQUIRE(r.ok);
       }
@@ -650,11 +646,9 @@ TEST_CASE("decode_attention: sequences held by the fp16 window alone (no quantiz
   // page table at all (a null pointer), the mixed one has rows for its long sequence only
   for (const std::vector<int>& lengths : {std::vector<int>{5, 18}, std::vector<int>{5, 700, 18, 1}})
     for (const bc::decode_path path : {bc::decode_path::cuda_cores, bc::decode_path::tensor_cores}) {
-      const bool tc = path == bc::decode_path::tensor_cores;
       const shape s = decode_shape(128, 2, 8, 2, 16, lengths, 1);
       const check_report r =
-          gpu_check_decode(s, mixed_method(), lengths, bc::dtype::f32, 0, 970 + static_cast<int>(lengths.size()),
-                           tc ? tc_tol : 1e-4, 0, path);
+          gpu_check_decode(s, mixed_method(), lengths, {.seed = 970 + static_cast<int>(lengths.size()), .path = path});
       INFO(r.what);
       REQUIRE(r.ok);
     }
@@ -679,22 +673,22 @@ TEST_CASE("tensor-core decode: layers it cannot serve are refused (tensor_cores)
     REQUIRE_FALSE(dev.tensor_core_decode(1, &why));
     REQUIRE(std::string(why).find("layer") != std::string::npos);
   }
-  check_report r = gpu_check_decode(s, fp32r, lengths, bc::dtype::f32, 0, 970, 1e-4, 0, bc::decode_path::tensor_cores);
+  check_report r = gpu_check_decode(s, fp32r, lengths, {.seed = 970, .path = bc::decode_path::tensor_cores});
   INFO(r.what);
   REQUIRE_FALSE(r.ok);
   REQUIRE(r.what.find("unsupported") != std::string::npos);
   REQUIRE(r.what.find("fp32 radii") != std::string::npos);
   // automatic falls back to the CUDA-core kernel: the exact tolerance holds
-  r = gpu_check_decode(s, fp32r, lengths, bc::dtype::f32, 0, 971, 1e-4, 0, bc::decode_path::automatic);
+  r = gpu_check_decode(s, fp32r, lengths, {.seed = 971, .path = bc::decode_path::automatic, .tol = 1e-4});
   INFO(r.what);
   REQUIRE(r.ok);
   // head_dim 256: value groups of 256 coordinates are past the path's 128 (with a
   // 3 + 40-token window: the merge kernel's window at its widest rows)
   const shape s256 = decode_shape(256, 1, 4, 3, 40, lengths);
-  r = gpu_check_decode(s256, tq_method(2), lengths, bc::dtype::f32, 0, 972, 1e-4, 0, bc::decode_path::tensor_cores);
+  r = gpu_check_decode(s256, tq_method(2), lengths, {.seed = 972, .path = bc::decode_path::tensor_cores});
   INFO(r.what);
   REQUIRE(r.what.find("value group of 256") != std::string::npos);
-  r = gpu_check_decode(s256, tq_method(2), lengths, bc::dtype::f32, 0, 973, 1e-4, 0, bc::decode_path::automatic);
+  r = gpu_check_decode(s256, tq_method(2), lengths, {.seed = 973, .path = bc::decode_path::automatic, .tol = 1e-4});
   INFO(r.what);
   REQUIRE(r.ok);
   // and where it can serve the layer, automatic takes it
@@ -711,8 +705,8 @@ TEST_CASE("tensor-core decode: layers it cannot serve are refused (tensor_cores)
   const char* why = nullptr;
   REQUIRE_FALSE(small.tensor_core_decode(0, &why));
   REQUIRE(std::string(why).find("shared memory") != std::string::npos);
-  r = gpu_check_decode(s, tq_method(3), lengths, bc::dtype::f32, 0, 974, 1e-4, 0, bc::decode_path::automatic);
-  const check_report r2 = gpu_check_decode(s, tq_method(3), lengths, bc::dtype::f32, 0, 975, 1e-4, 0, bc::decode_path::tensor_cores);
+  r = gpu_check_decode(s, tq_method(3), lengths, {.seed = 974, .path = bc::decode_path::automatic, .tol = 1e-4});
+  const check_report r2 = gpu_check_decode(s, tq_method(3), lengths, {.seed = 975, .path = bc::decode_path::tensor_cores});
   unsetenv("BGTQ_EMU_SMEM_OPTIN");
   INFO(r.what);
   REQUIRE(r.ok);  // the CUDA-core kernel, at its exact tolerance
@@ -741,25 +735,25 @@ TEST_CASE("tensor-core decode without a run-time plan (occupancy 0, a failed que
     INFO(f.why);
     const bgtq_emu::scoped_occupancy_fault inject(f.error, f.blocks);
     // automatic: the CUDA-core kernel ran (expect_tc = 0), at its exact tolerance
-    check_report r = gpu_check_decode(s, m, lengths, bc::dtype::f32, 0, 1000, 1e-4, 0, bc::decode_path::automatic, false,
-                                      false, false, 0);
+    check_report r =
+        gpu_check_decode(s, m, lengths, {.seed = 1000, .path = bc::decode_path::automatic, .tol = 1e-4, .expect_tc = 0});
     INFO(r.what);
     REQUIRE(r.ok);
     // tensor_cores: refused, naming the cause, and the failed query's error consumed by
     // that report (after the automatic run above the decode's own launches would have
     // cleared it, so only here can a pending error show)
-    const check_report t = gpu_check_decode(s, m, lengths, bc::dtype::f32, 0, 1001, tc_tol, 0, bc::decode_path::tensor_cores);
+    const check_report t = gpu_check_decode(s, m, lengths, {.seed = 1001, .path = bc::decode_path::tensor_cores});
     INFO(t.what);
     REQUIRE_FALSE(t.ok);
     REQUIRE(t.what.find(f.why) != std::string::npos);
     REQUIRE(cudaPeekAtLastError() == cudaSuccess);
     // a forced split count needs no occupancy query: the tensor cores serve it
-    const check_report forced = gpu_check_decode(s, m, lengths, bc::dtype::f32, 3, 1002, tc_tol, 0, bc::decode_path::automatic);
+    const check_report forced = gpu_check_decode(s, m, lengths, {.splits = 3, .seed = 1002, .path = bc::decode_path::automatic});
     INFO(forced.what);
     REQUIRE(forced.ok);
   }
   // the query answers again: automatic takes the tensor cores
-  const check_report r = gpu_check_decode(s, m, lengths, bc::dtype::f32, 0, 1003, tc_tol, 0, bc::decode_path::automatic);
+  const check_report r = gpu_check_decode(s, m, lengths, {.seed = 1003, .path = bc::decode_path::automatic});
   INFO(r.what);
   REQUIRE(r.ok);
 }
@@ -814,7 +808,8 @@ TEST_CASE("decode_attention with plain launches (BGTQ_NO_PDL=1) matches the CPU 
   const shape s = decode_shape(128, 2, 8, 4, 16, lengths);
   for (bc::decode_path path : {bc::decode_path::cuda_cores, bc::decode_path::tensor_cores}) {
     const bool tc = path == bc::decode_path::tensor_cores;
-    const check_report r = gpu_check_decode(s, mixed_method(), lengths, bc::dtype::f16, 0, 990 + tc, tc ? tc_tol : 1e-4, 0, path);
+    const check_report r =
+        gpu_check_decode(s, mixed_method(), lengths, {.q_type = bc::dtype::f16, .seed = 990 + tc, .path = path});
     INFO(r.what);
     REQUIRE(r.ok);
   }
