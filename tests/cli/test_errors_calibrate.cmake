@@ -30,8 +30,26 @@ expect_failure(CMD calibrate RC 1 CATEGORY io_error MATCH "missing.npy" DIR ${WO
 expect_failure(CMD calibrate RC 1 CATEGORY infeasible MATCH "B = 6 is infeasible: L = 4 blocks at b_min = 2" DIR ${WORK} ABSENT ${P}
   ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 1.5 --b-min 2 -o ${P} --quiet)
 # bad usage: avg-bits not finite or above 8, width outside 0..8 (rows 6, 8)
+# a path glued to -o: named, with the spelling that works
+foreach(glued "-o${P}" "-o=${P}")
+  expect_failure(CMD calibrate RC 2 MATCH "missing required option -o \\('-o=?[^']*plan.bin' was given: write -o and its value as two arguments, -o [^=]*plan.bin\\)"
+    DIR ${WORK} ABSENT ${P} ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 3 ${glued})
+endforeach()
+# a pipe as an input (`<(zcat q.npy.gz)`, /dev/stdin): read whole, the same plan as from the file
+execute_process(COMMAND sh -c "cat '${D}/q.npy' | '${BGTQ}' calibrate --q /dev/stdin --k '${D}/k.npy' --rope half --avg-bits 3 -o '${WORK}/piped.bin' --quiet"
+  RESULT_VARIABLE rc ERROR_VARIABLE err)
+if(NOT rc EQUAL 0)
+  message(FATAL_ERROR "calibrate --q /dev/stdin from a pipe: exit ${rc}: ${err}")
+endif()
+file(SHA256 ${WORK}/ok.bin from_file)
+file(SHA256 ${WORK}/piped.bin from_pipe)
+if(NOT from_file STREQUAL from_pipe)
+  message(FATAL_ERROR "calibrate: the plan from a piped --q differs from the plan from the file")
+endif()
 expect_failure(CMD calibrate RC 2 MATCH "not finite" DIR ${WORK} ABSENT ${P}
   ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits nan -o ${P})
+expect_failure(CMD calibrate RC 2 MATCH "--avg-bits 8.5 is out of range \\[0, 8\\]" DIR ${WORK} ABSENT ${P}
+  ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 8.5 -o ${P})
 expect_failure(CMD calibrate RC 2 MATCH "--b-max 9 is out of range" DIR ${WORK} ABSENT ${P}
   ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 3 --b-max 9 -o ${P})
 # a failing run leaves an existing plan untouched

@@ -15,6 +15,7 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <tuple>
 #include <vector>
 
 #include "common.hpp"
@@ -553,6 +554,41 @@ TEST_CASE("read_npy reports unreadable paths as io_error naming the path", "[io]
   bgtq_test::temp_dir dir("npy_io");
   require_error([&] { bgtq::read_npy(dir.file("missing.npy")); }, errc::io_error, "missing.npy");
   require_error([&] { bgtq::read_npy(dir.path.string()); }, errc::io_error, "is a directory");
+}
+
+TEST_CASE("read_npy reads a stream (a FIFO, as /dev/stdin or <(zcat f.gz) would be) whole, then parses it", "[io][npy]") {
+  bgtq_test::temp_dir dir("npy_stream");
+  const std::string fifo = dir.file("pipe");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  // the writer thread feeds the FIFO (no Catch2 macros there); `bytes` of each case
+  const auto through_fifo = [&](const std::vector<unsigned char>& bytes) {
+    std::thread writer([&] {
+      std::ofstream out(fifo, std::ios::binary);
+      out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    });
+    struct joiner {
+      std::thread& t;
+      ~joiner() { t.join(); }
+    } join{writer};
+    return bgtq::read_npy(fifo);
+  };
+  // 3 MiB of f16 (several of the stream's 1 MiB reads, the last one partial) and a small f32 array
+  bgtq::counter_rng r(5);
+  std::vector<float> big(3 * 1024 * 1024 / 2 + 77);
+  for (float& x : big) x = bgtq::half_bits_to_float(bgtq::float_to_half_bits(static_cast<float>(r.normal())));
+  for (const auto& [data, shape, dtype] : {std::tuple{big, std::vector<std::size_t>{big.size()}, npy_dtype::f16},
+                                           std::tuple{std::vector<float>{1.5f, -2.0f, 0.25f, 8.0f, 0.0f, 3.0f},
+                                                      std::vector<std::size_t>{2, 3}, npy_dtype::f32}}) {
+    const bgtq::npy_array a = through_fifo(bgtq::npy_bytes(data.data(), shape, dtype));
+    CHECK(a.shape == shape);
+    CHECK(a.dtype == dtype);
+    CHECK(a.data == data);
+  }
+  // the stream's errors are the file's: a truncated stream, an empty one
+  std::vector<unsigned char> cut = bgtq::npy_bytes(big.data(), {big.size()}, npy_dtype::f16);
+  cut.resize(cut.size() - 3);
+  require_error([&] { through_fifo(cut); }, errc::format_error, "data is shorter than the shape says");
+  require_error([&] { through_fifo({}); }, errc::format_error, "empty file (0 bytes)");
 }
 
 TEST_CASE("require_finite names the first bad element by multi-index and flat index", "[io][npy]") {

@@ -8,13 +8,17 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "common.hpp"
 #include "io/io_util.hpp"
 #include "plan/plan_gen.hpp"
+
+#include <sys/stat.h>
 
 using bgtq::errc;
 using bgtq_test::require_error;
@@ -248,6 +252,33 @@ TEST_CASE("plan files: save_plan / load_plan, atomic replacement", "[plan][plan_
   CHECK(dir.entries() == std::vector<std::string>{"plan.bin"});
   require_error([&] { bgtq::load_plan(dir.file("missing.bin")); }, errc::io_error, "missing.bin");
   require_error([&] { bgtq::load_plan(dir.path.string()); }, errc::io_error, "is a directory");
+  // a stream (a FIFO, as /dev/stdin would be): read whole, then checked like a file
+  const std::string fifo = dir.file("pipe");
+  REQUIRE(::mkfifo(fifo.c_str(), 0600) == 0);
+  for (const bool cut : {false, true}) {
+    bytes_t bytes = bgtq::serialize_plan(p2);
+    if (cut) bytes.resize(bytes.size() - 1);
+    std::thread writer([&] {  // no Catch2 macros on this thread
+      std::ofstream out(fifo, std::ios::binary);
+      out.write(reinterpret_cast<const char*>(bytes.data()), static_cast<std::streamsize>(bytes.size()));
+    });
+    bgtq::plan got;
+    std::string error;
+    try {
+      got = bgtq::load_plan(fifo);
+    } catch (const bgtq::error& e) {
+      error = e.what();
+    }
+    writer.join();
+    INFO(error);
+    if (cut) {
+      CHECK(error.find("pipe") != std::string::npos);
+      CHECK(error.find("truncated plan file") != std::string::npos);
+    } else {
+      CHECK(error.empty());
+      CHECK(got == p2);
+    }
+  }
 }
 
 TEST_CASE("plan layout: header fields at their documented offsets", "[plan][plan_io]") {

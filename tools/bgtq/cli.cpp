@@ -144,6 +144,15 @@ std::string args::require(const std::string& name) {
     for (const auto& given : given_names())
       if (!used_.count(given) && near_miss(given, name))
         msg += " (" + option_name(given) + " was given, which is not an option here: a typo?)";
+    // "-oplan.bin", "-o=plan.bin": a value glued to -o is an argument of its own here
+    const std::string spelled = option_name(name);
+    if (spelled.size() == 2)
+      for (const std::string& p : positional_)
+        if (p.size() > 2 && p.rfind(spelled, 0) == 0) {
+          msg += " ('" + p + "' was given: write " + spelled + " and its value as two arguments, " + spelled + " " +
+                 p.substr(p[2] == '=' ? 3 : 2) + ")";
+          break;
+        }
     throw usage_error(msg);
   }
   return *v;
@@ -232,20 +241,27 @@ long args::require_int(const std::string& name, long lo, long hi) {
   return x;
 }
 
+namespace {
+//! A range bound as a user would write it: 8, 0.5, 1e+12.
+std::string bound(double x) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.6g", x);
+  return buf;
+}
+double in_range(const std::string& name, const std::string& text, double lo, double hi) {
+  const double x = parse_double(text, option_name(name));
+  if (x < lo || x > hi)
+    throw usage_error(option_name(name) + " " + text + " is out of range [" + bound(lo) + ", " + bound(hi) + "]");
+  return x;
+}
+}  // namespace
+
 double args::get_double(const std::string& name, double def, double lo, double hi) {
   auto v = get(name);
-  if (!v) return def;
-  const double x = parse_double(*v, option_name(name));
-  if (x < lo || x > hi) throw usage_error(option_name(name) + " " + *v + " is out of range");
-  return x;
+  return v ? in_range(name, *v, lo, hi) : def;
 }
 
-double args::require_double(const std::string& name, double lo, double hi) {
-  const std::string s = require(name);
-  const double x = parse_double(s, option_name(name));
-  if (x < lo || x > hi) throw usage_error(option_name(name) + " " + s + " is out of range");
-  return x;
-}
+double args::require_double(const std::string& name, double lo, double hi) { return in_range(name, require(name), lo, hi); }
 
 bool args::flag(const std::string& name) {
   used_[name] = true;

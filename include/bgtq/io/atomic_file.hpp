@@ -274,6 +274,38 @@ inline std::uintmax_t open_for_reading(const std::string& path, std::ifstream& i
   return size;
 }
 
+//! Whether `path` can only be read as a stream, from start to end: it exists and is
+//! neither a regular file nor a directory (a pipe, a FIFO, /dev/stdin, a process
+//! substitution such as `<(zcat q.npy.gz)`), so it has no size to ask for.
+inline bool is_stream(const std::string& path) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  return !ec && fs::exists(st) && !fs::is_regular_file(st) && !fs::is_directory(st);
+}
+
+//! The whole content of the stream `path` (is_stream), read to its end.
+//! @throws bgtq::error(io_error) if it cannot be opened or a read fails;
+//!         format_error (naming `what`) once it holds more than `limit` bytes.
+inline std::vector<unsigned char> read_stream(const std::string& path, std::uintmax_t limit, const std::string& what) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) fail(errc::io_error, "cannot open '" + path + "': " + std::generic_category().message(errno));
+  std::vector<unsigned char> bytes;
+  constexpr std::size_t chunk = std::size_t{1} << 20;
+  for (;;) {
+    const std::size_t at = bytes.size();
+    bytes.resize(at + chunk);
+    in.read(reinterpret_cast<char*>(bytes.data() + at), static_cast<std::streamsize>(chunk));
+    const auto got = static_cast<std::size_t>(in.gcount());
+    bytes.resize(at + got);
+    if (bytes.size() > limit)
+      fail(errc::format_error, path + ": more than " + std::to_string(limit) + " bytes is too large for " + what);
+    if (got < chunk) break;
+  }
+  if (in.bad()) fail(errc::io_error, "read from '" + path + "' failed");
+  return bytes;
+}
+
 }  // namespace detail
 
 }  // namespace bgtq

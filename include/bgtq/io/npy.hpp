@@ -462,9 +462,14 @@ inline npy_array parse_npy(const void* bytes, std::size_t size, const std::strin
 }
 
 //! Reads a .npy file (header first, then the data straight into the result; the file is
-//! never held in memory twice).
+//! never held in memory twice). A stream (a pipe, /dev/stdin, `<(zcat q.npy.gz)`: see
+//! detail::is_stream) is read whole first, then parsed (parse_npy).
 //! @throws bgtq::error(io_error) if it cannot be opened or read; format_error as parse_npy.
 inline npy_array read_npy(const std::string& path) {
+  if (detail::is_stream(path)) {
+    const std::vector<unsigned char> bytes = detail::read_stream(path, std::numeric_limits<std::size_t>::max(), "a .npy file");
+    return parse_npy(bytes.data(), bytes.size(), path);
+  }
   std::ifstream in;
   const std::uintmax_t fsz = detail::open_for_reading(path, in);
   BGTQ_REQUIRE(fsz <= std::numeric_limits<std::size_t>::max(), errc::io_error, "'" + path + "' is too large");

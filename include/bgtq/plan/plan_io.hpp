@@ -412,9 +412,13 @@ inline output_file plan_output(const std::string& path, const plan& p) {
 //!         io_error if the file cannot be written; `path` is untouched on any failure.
 inline void save_plan(const std::string& path, const plan& p) { atomic_write_files({plan_output(path, p)}); }
 
-//! Reads and validates a plan file.
+//! Reads and validates a plan file (or a stream holding one: detail::is_stream).
 //! @throws bgtq::error(io_error) if it cannot be read; otherwise as deserialize_plan.
 inline plan load_plan(const std::string& path) {
+  if (detail::is_stream(path)) {
+    const std::vector<unsigned char> bytes = detail::read_stream(path, std::uintmax_t{1} << 40, "a plan file");
+    return deserialize_plan(bytes.data(), bytes.size(), path);
+  }
   std::ifstream in;
   const std::uintmax_t fsz = detail::open_for_reading(path, in);
   BGTQ_REQUIRE(fsz <= (std::uintmax_t{1} << 40), errc::format_error, path + ": " + std::to_string(fsz) + " bytes is too large for a plan file");
