@@ -54,6 +54,15 @@ endif()
 if(LAST_STDOUT MATCHES "Block-GTQ" OR NOT LAST_STDOUT MATCHES "perplexity over 1 documents [^\n]*, the first 2 held out\n")
   message(FATAL_ERROR "ppl --kv fp32: the header should name the held-out documents and no Block-GTQ calibration: ${LAST_STDOUT}")
 endif()
+# the default --calib-docs (2) is said to be the default when the text is short of it
+file(WRITE ${WORK}/docs2.txt "the cat sat on the mat\nhello there the dog\n")
+expect_success(CMD ppl ARGS --model ${M} --tokenizer ${T} --text ${WORK}/docs2.txt --kv fp32 --quiet)
+if(NOT LAST_STDERR MATCHES "^bgtq ppl: warning: --calib-docs 2 \\(the default\\): [^\n]*docs2.txt has 2 documents; the first 1 are held out")
+  message(FATAL_ERROR "ppl with the default --calib-docs on 2 documents: stderr ${LAST_STDERR}")
+endif()
+# --calib-text and --calib-docs are alternatives: both given is bad usage
+expect_failure(CMD ppl RC 2 MATCH "--calib-text and --calib-docs are alternatives" DIR ${WORK}
+  ARGS --model ${M} --tokenizer ${T} --text ${WORK}/docs3.txt --calib-text ${WORK}/docs2.txt --calib-docs 1 --quiet)
 expect_success(CMD ppl ARGS --model ${M} --tokenizer ${T} --text ${WORK}/docs3.txt --kv fp32,bgtq3 --calib-docs 0 --quiet)
 if(NOT LAST_STDERR MATCHES "Block-GTQ calibrates on the first document, which is also scored"
    OR NOT LAST_STDOUT MATCHES "Block-GTQ calibrated on [0-9]+ tokens of the first document")

@@ -120,3 +120,16 @@ foreach(m logit_mae kl out_rel_l2)
     message(FATAL_ERROR "eval fp16 on k_big.npy: ${m} = ${x}: ${out}")
   endif()
 endforeach()
+# and the clamps are said, once per method (warnings show with --quiet too): the fp16
+# baseline's one component, TQ-MSE's one clamped key radius (its 8 coordinates are one
+# group); nothing for the values, which are in range
+bgtq_run(out err rc eval --q ${D}/q.npy --k ${D}/k_big.npy --v ${D}/v.npy --rope half --bits 2 --methods fp16,tq --quiet)
+bgtq_expect_rc("${rc}" 0 "eval --methods fp16,tq on k_big.npy" "${err}")
+if(NOT err MATCHES "bgtq eval: warning: fp16: 1 key and 0 value components beyond \\+-65504 were clamped to it [^\n]*, first in layer 0"
+   OR NOT err MATCHES "bgtq eval: warning: tq@2: 1 key and 0 value radii above 65504 were clamped to it \\(fp16 radii")
+  message(FATAL_ERROR "eval on k_big.npy: the clamps are not said: ${err}")
+endif()
+bgtq_run(out err rc eval --q ${D}/q.npy --k ${D}/k.npy --v ${D}/v.npy --rope half --bits 2 --methods fp16,tq --quiet)
+if(err MATCHES "clamped")
+  message(FATAL_ERROR "eval on keys in fp16's range: a clamp warning: ${err}")
+endif()

@@ -6,6 +6,7 @@
 #include <bgtq/eval/metrics.hpp>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <numeric>
 #include <vector>
@@ -284,6 +285,34 @@ TEST_CASE("compare_attention on a thread pool gives the single-threaded result b
     CHECK(m.out_rel_l2 == one.out_rel_l2);
     CHECK(m.pairs == one.pairs);
     CHECK(m.queries == one.queries);
+  }
+}
+
+TEST_CASE("compare_attention reports its progress: non-decreasing fractions, one call at a time, 1 at the end", "[eval][metrics]") {
+  // 300 queries of 6 heads: 5 blocks of 64 per head, 30 blocks in all
+  const bgtq::layer_shape sh{300, 6, 2, 8};
+  const noisy_layer d(sh, 23);
+  const auto &q = d.q, &k = d.k, &v = d.v, &kh = d.kh, &vh = d.vh;
+  const auto plain = bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), v.data(), vh.data(), 0);
+  for (const int threads : {1, 3}) {
+    INFO(threads << " threads");
+    bgtq::thread_pool pool(threads);
+    std::vector<double> seen;
+    std::atomic<int> inside{0}, overlapped{0};
+    const auto m = bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), v.data(), vh.data(), bgtq::spaced_queries(300, 0),
+                                           threads > 1 ? &pool : nullptr, [&](double f) {
+                                             if (inside.fetch_add(1) != 0) overlapped.fetch_add(1);
+                                             seen.push_back(f);
+                                             inside.fetch_sub(1);
+                                           });
+    CHECK(m.kl == plain.kl);  // the same result with a progress callback
+    CHECK(overlapped.load() == 0);
+    REQUIRE(seen.size() >= 2);
+    CHECK(seen.back() == 1.0);
+    CHECK(seen.front() > 0.0);
+    CHECK(seen.front() < 0.5);
+    CHECK(std::is_sorted(seen.begin(), seen.end()));
+    if (threads == 1) CHECK(seen.size() == 31);  // every block, then the final 1
   }
 }
 

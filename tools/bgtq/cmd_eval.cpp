@@ -117,16 +117,30 @@ int run(cli::args& a) {
   const auto started = std::chrono::steady_clock::now();
   auto last_line = started;
   std::size_t done = 0;
+  // what fp16 storage clamped, per method (said once at the end: it can dominate the errors)
+  struct clamps {
+    std::uint64_t keys = 0, values = 0;
+    int first_layer = -1;
+  };
+  std::map<std::string, clamps> clamped;
   for (int l = 0; l < L; ++l) {
     const float* kl = k.layer(l);
     const float* vl = v ? v->layer(l) : nullptr;
     for (const auto& m : methods) {
       method_result r;
+      clamps& c = clamped[m.key()];
+      const clamps before = c;
       if (m.method == "fp16") {
         // as the fp16 cache stores them (docs/errors.md, row 19): clamped to +-65504, never Inf
-        for (std::size_t i = 0; i < nk; ++i) khat[i] = stored_half(kl[i]);
+        for (std::size_t i = 0; i < nk; ++i) {
+          c.keys += beyond_half(kl[i]);
+          khat[i] = stored_half(kl[i]);
+        }
         if (vl)
-          for (std::size_t i = 0; i < nk; ++i) vhat[i] = stored_half(vl[i]);
+          for (std::size_t i = 0; i < nk; ++i) {
+            c.values += beyond_half(vl[i]);
+            vhat[i] = stored_half(vl[i]);
+          }
         r.key_bytes = r.value_bytes = 2.0 * D;
       } else if (m.method == "kivi" || m.method == "kivi-sym") {
         kivi_options o;
@@ -138,14 +152,30 @@ int run(cli::args& a) {
         r.value_bytes = kivi_value_bytes_per_token(D, o);
       } else {
         const plan& p = plans.at(m.key());
-        cli::roundtrip_rows(kl, T, Hkv, D, [&](int h) { return block_gtq_codec::from_plan(p, l, h); }, khat.data());
-        if (vl) cli::roundtrip_rows(vl, T, Hkv, D, [&](int h) { return plan_value_codec(p, l, h); }, vhat.data());
+        encode_stats ks, vs;  // radii beyond fp16's 65504 (docs/errors.md, row 17)
+        cli::roundtrip_rows(kl, T, Hkv, D, [&](int h) { return block_gtq_codec::from_plan(p, l, h); }, khat.data(), &ks);
+        if (vl) cli::roundtrip_rows(vl, T, Hkv, D, [&](int h) { return plan_value_codec(p, l, h); }, vhat.data(), &vs);
+        c.keys += ks.clamped_radii;
+        c.values += vs.clamped_radii;
         for (int h = 0; h < Hkv; ++h) {  // what the default cache stores (bit-plane pages of 64 tokens)
           r.key_bytes += stored_bytes_per_token(block_gtq_codec::from_plan(p, l, h)) / Hkv;
           r.value_bytes += stored_bytes_per_token(plan_value_codec(p, l, h)) / Hkv;
         }
       }
-      r.m = compare_attention(sh, q.layer(l), kl, khat.data(), vl, vl ? vhat.data() : nullptr, queries, pool.get());
+      // a long dump takes minutes per method-layer: say how far it is, at most every 2 s
+      // (the callback runs on the pool's threads, one call at a time)
+      const auto part = [&](double fraction) {
+        const auto now = std::chrono::steady_clock::now();
+        if (fraction >= 1.0 || now - last_line < std::chrono::seconds(2)) return;
+        std::ostringstream line;
+        line << "[eval] layer " << (l + 1) << "/" << L << ": " << m.key() << " " << static_cast<int>(100.0 * fraction)
+             << "% of its attention pairs (" << done << "/" << methods.size() * static_cast<std::size_t>(L)
+             << " method-layers done, " << std::chrono::duration_cast<std::chrono::seconds>(now - started).count() << " s)";
+        cli::progress(line.str());
+        last_line = now;
+      };
+      r.m = compare_attention(sh, q.layer(l), kl, khat.data(), vl, vl ? vhat.data() : nullptr, queries, pool.get(), part);
+      if (c.first_layer < 0 && (c.keys != before.keys || c.values != before.values)) c.first_layer = l;
       results[m.key()][static_cast<std::size_t>(l)] = r;
       ++done;
       // within a layer too, at most every 2 s: long dumps take minutes per layer
@@ -167,6 +197,18 @@ int run(cli::args& a) {
              << " bgtq " << results["bgtq@" + std::to_string(b)][static_cast<std::size_t>(l)].m.logit_mae;
     cli::progress(line.str());
     last_line = std::chrono::steady_clock::now();
+  }
+
+  for (const auto& m : methods) {
+    const clamps& c = clamped[m.key()];
+    if (c.keys + c.values == 0) continue;
+    const bool fp16 = m.method == "fp16";
+    std::ostringstream text;
+    text << c.keys << " key and " << c.values << " value "
+         << (fp16 ? "components beyond +-65504 were clamped to it (fp16 storage saturates there; docs/errors.md, row 19)"
+                  : "radii above 65504 were clamped to it (fp16 radii; docs/errors.md, row 17)")
+         << ", first in layer " << c.first_layer << ": those tokens' errors can dominate this method's metrics";
+    cli::warn("eval", text.str(), m.key() + ": ");
   }
 
   // summary: means over layers, Block-GTQ vs uniform TQ-MSE

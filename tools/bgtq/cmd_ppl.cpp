@@ -20,7 +20,10 @@ int run(cli::args& a) {
   const std::string model_path = a.require("model"), tok_path = a.require("tokenizer"), text = a.require("text");
   const auto kv_list = a.get_list("kv", "fp32,tq3,bgtq3");
   const auto calib_text = a.get("calib-text");
+  const bool calib_docs_given = a.get("calib-docs").has_value();
   const long calib_docs = a.get_int("calib-docs", 2, 0, 1 << 20);
+  if (calib_text && calib_docs_given)
+    throw cli::usage_error("--calib-text and --calib-docs are alternatives (a separate text, or the first N documents): give one");
   const long max_docs = a.get_int("docs", 0, 0, 1 << 20);
   const bool json = a.flag("json");
   a.finish();
@@ -42,7 +45,8 @@ int run(cli::args& a) {
   } else {
     first_eval = std::min<std::size_t>(static_cast<std::size_t>(calib_docs), docs.size() - 1);
     if (first_eval < static_cast<std::size_t>(calib_docs))  // at least one document is scored
-      cli::warn("ppl", "--calib-docs " + std::to_string(calib_docs) + ": " + text + " has " + std::to_string(docs.size()) +
+      cli::warn("ppl", "--calib-docs " + std::to_string(calib_docs) + (calib_docs_given ? "" : " (the default)") + ": " + text +
+                           " has " + std::to_string(docs.size()) +
                            " documents; the first " + std::to_string(first_eval) + " are held out, the rest scored");
     calib = lc::encode_documents(tok, std::vector<std::string>(docs.begin(), docs.begin() + static_cast<long>(first_eval)), seq);
     if (calib.empty()) {
@@ -122,7 +126,8 @@ cli::registrar reg{{"ppl", "perplexity and next-token KL of a llama2.c model thr
                     "--model MODEL.bin --tokenizer TOK.bin --text FILE [--kv fp32,fp16,tq3,bgtq3,kivi3,bgtq-k3v2,...] "
                     "[--calib-text FILE | --calib-docs N (2)] [--docs N] [--json]\n"
                     "  One document per line, each scored from BOS (truncated to the context). Block-GTQ plans are\n"
-                    "  calibrated on --calib-text, or on the first N documents, which are then not scored.",
+                    "  calibrated on --calib-text, or on the first N documents, which are then not scored, whatever\n"
+                    "  --kv lists (so that runs with different lists score the same documents).",
                     &run, {"json"}}};
 
 }  // namespace

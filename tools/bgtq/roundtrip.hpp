@@ -8,15 +8,16 @@
 
 namespace bgtq::cli {
 
-//! Every (token, head) row of x [T][H][D] through the flat codec codec_of(h).
+//! Every (token, head) row of x [T][H][D] through the flat codec codec_of(h); the
+//! encoder's counts (clamped radii, zero vectors) are added to `st` when given.
 template <class MakeCodec>
-void roundtrip_rows(const float* x, int T, int H, int D, MakeCodec&& codec_of, float* out) {
+void roundtrip_rows(const float* x, int T, int H, int D, MakeCodec&& codec_of, float* out, encode_stats* st = nullptr) {
   for (int h = 0; h < H; ++h) {
     const block_gtq_codec c = codec_of(h);
     std::vector<std::uint8_t> buf(c.bytes() + 1);
     for (int t = 0; t < T; ++t) {
       const std::size_t off = (static_cast<std::size_t>(t) * H + h) * D;
-      if (c.encode(x + off, buf.data()) != errc::ok) fail(errc::non_finite, "round trip: non-finite input row");
+      if (c.encode(x + off, buf.data(), st) != errc::ok) fail(errc::non_finite, "round trip: non-finite input row");
       c.decode(buf.data(), out + off);
     }
   }

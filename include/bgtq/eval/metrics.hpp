@@ -15,9 +15,12 @@
 #include <Eigen/Dense>
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <functional>
 #include <limits>
+#include <mutex>
 #include <numeric>
 #include <span>
 #include <string>
@@ -63,11 +66,15 @@ inline std::vector<int> spaced_queries(int T, int t_begin, int count = 0) {
 //! s <= t. v and v_hat may be null (K-only evaluation). With a pool, the query heads are
 //! spread over its threads; the result does not depend on the pool (each head's sums are
 //! formed by one thread, then added in head order).
+//! `progress` (optional; a long dump takes minutes per layer): called with the fraction
+//! of the causal (query, key, head) triples done, after blocks of 64 queries of one head,
+//! from the pool's threads but never two calls at once (a block finishing while another
+//! thread reports is not reported), and a last time with 1 from the calling thread.
 //! @throws bgtq::error (shape_mismatch) for a bad shape, (invalid_argument) for an empty,
 //!         unsorted or out-of-range query list
 inline attention_metrics compare_attention(const layer_shape& sh, const float* q, const float* k, const float* k_hat,
                                            const float* v, const float* v_hat, std::span<const int> queries,
-                                           thread_pool* pool = nullptr) {
+                                           thread_pool* pool = nullptr, const std::function<void(double)>& progress = {}) {
   const int T = sh.tokens, Hq = sh.q_heads, Hkv = sh.kv_heads, D = sh.head_dim;
   BGTQ_REQUIRE(T >= 1 && Hq >= 1 && Hkv >= 1 && D >= 1 && Hq % Hkv == 0, errc::shape_mismatch,
                "compare_attention: bad shape T=" + std::to_string(T) + " Hq=" + std::to_string(Hq) +
@@ -116,6 +123,10 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
   }
   // per (query head, block) sums, added in that order at the end: the same result on any pool
   std::vector<block_sums> sums(static_cast<std::size_t>(Hq) * static_cast<std::size_t>(nblocks));
+  double total_pairs = 0;  // for `progress`
+  for (const int t : queries) total_pairs += static_cast<double>(t + 1) * Hq;
+  std::atomic<std::int64_t> pairs_done{0};
+  std::mutex reporting;
   auto ident = [](int r) { return r; };
   for (int h = 0; h < Hkv; ++h) {
     const mat K = gather(k, Hkv, h, T1, ident), Kh = gather(k_hat, Hkv, h, T1, ident);
@@ -196,12 +207,19 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
         }
       }
       bs = block_sums{mae, kl, top, rel, pairs};
+      if (progress) {
+        pairs_done.fetch_add(pairs);
+        // the count read under the lock: successive reports never go back
+        const std::unique_lock<std::mutex> one_at_a_time(reporting, std::try_to_lock);
+        if (one_at_a_time.owns_lock()) progress(std::min(1.0, static_cast<double>(pairs_done.load()) / total_pairs));
+      }
     };
     if (threads > 1)
       pool->run(G * nblocks, one_block);
     else
       for (int t = 0; t < G * nblocks; ++t) one_block(t, 0);
   }
+  if (progress) progress(1.0);
   attention_metrics r;
   double mae = 0, kl = 0, top = 0, rel = 0;
   for (const block_sums& bs : sums) {
