@@ -44,16 +44,24 @@ TEST_CASE("the documented example: scores 8 1 1 1 at 2 bits", "[allocate]") {
   REQUIRE(a.warning.empty());
 }
 
-TEST_CASE("ties go to the lowest block index, deterministically", "[allocate][ties]") {
+TEST_CASE("ties go to the block with fewer bits, then the lowest index, deterministically", "[allocate][ties]") {
   // equal scores: extra bits go 0, 1, 2, 3, then 0 again
   REQUIRE(greedy({1, 1, 1, 1}, 6).bits == bits_t{2, 2, 1, 1});
   REQUIRE(greedy({1, 1, 1, 1}, 9).bits == bits_t{3, 2, 2, 2});
-  // ties across widths: 4 * 4^-2 gain equals 1 * 4^-1 gain exactly (powers of two)
-  REQUIRE(greedy({4, 1}, 4).bits == bits_t{3, 1});  // block 0 wins the tie at its 3rd bit
-  REQUIRE(greedy({1, 4}, 4).bits == bits_t{2, 2});  // block 0 wins the tie at its 2nd bit
-  // all-zero scores: every gain is 0, so the lowest index absorbs bits up to b_max
-  REQUIRE(greedy({0, 0, 0}, 4, 0, 8).bits == bits_t{4, 0, 0});
-  REQUIRE(greedy({0, 0, 0}, 10, 0, 8).bits == bits_t{8, 2, 0});
+  // ties across widths: 4 * 4^-2 gain equals 1 * 4^-1 gain exactly (powers of two); the
+  // block with fewer bits takes it
+  REQUIRE(greedy({4, 1}, 4).bits == bits_t{2, 2});  // block 1 (1 bit) before block 0's 3rd bit
+  REQUIRE(greedy({1, 4}, 4).bits == bits_t{2, 2});  // block 0 (1 bit) before block 1's 3rd bit
+  REQUIRE(greedy({4, 1}, 5).bits == bits_t{3, 2});  // then block 0: its 3rd bit's gain beats block 1's 2nd
+  // all-zero scores: every gain is 0, so the bits go round (the uniform allocator's widths)
+  REQUIRE(greedy({0, 0, 0}, 4, 0, 8).bits == bits_t{2, 1, 1});
+  REQUIRE(greedy({0, 0, 0}, 10, 0, 8).bits == bits_t{4, 3, 3});
+  for (const std::int64_t B : {8, 12, 24, 29, 64}) {
+    const std::vector<double> zeros(8, 0.0);
+    const bgtq::allocation_request req{.scores = zeros, .budget = B, .b_min = 1, .b_max = 8};
+    INFO("B = " << B);
+    REQUIRE(bgtq::greedy_allocator::allocate(req).bits == bgtq::uniform_allocator::allocate(req).bits);
+  }
   // zero scores mixed with positive ones: zeros get nothing beyond b_min
   REQUIRE(greedy({0, 1, 0, 1}, 8).bits == bits_t{1, 3, 1, 3});
   // repeated runs give identical results

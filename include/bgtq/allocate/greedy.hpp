@@ -16,7 +16,8 @@ namespace detail {
 
 //! Greedy core without validation. Sets bits[i] = b_min for all i, then `extra` times
 //! gives one bit to the block with the largest gain s_i * (D(b_i) - D(b_i + 1)) among
-//! blocks below b_max; equal gains go to the lowest index. Requires
+//! blocks below b_max; equal gains go to the block with fewer bits, then to the lower
+//! index (so all-zero scores, where every gain is 0, get the uniform widths). Requires
 //! 0 <= extra <= n * (b_max - b_min), 0 <= b_min <= b_max <= 8, finite scores.
 //! O(n + extra * log n) time, O(n) extra memory (one heap of (gain, index) pairs).
 //! Optimal when D is convex (docs/theory.md); exposed for tests that show what happens
@@ -30,9 +31,11 @@ inline void greedy_fill(const double* scores, std::size_t n, std::int64_t extra,
     std::size_t index;
   };
   // Binary max-heap [0, size): the root is the next block to serve. `first(a, b)`: a is
-  // served before b (larger gain, or equal gain and lower index).
-  const auto first = [](const entry& a, const entry& b) {
-    return a.gain > b.gain || (a.gain == b.gain && a.index < b.index);
+  // served before b (larger gain; equal gains: fewer bits, then lower index).
+  const auto first = [bits](const entry& a, const entry& b) {
+    if (a.gain != b.gain) return a.gain > b.gain;
+    const int ba = bits[a.index], bb = bits[b.index];
+    return ba < bb || (ba == bb && a.index < b.index);
   };
   std::vector<entry> heap(n);
   std::size_t size = n;
@@ -55,7 +58,7 @@ inline void greedy_fill(const double* scores, std::size_t n, std::int64_t extra,
     const std::size_t i = heap[0].index;
     const int b = ++bits[i];
     if (b < b_max) {
-      heap[0].gain = scores[i] * d.gain(b);  // a fall sifts down; a rise (non-convex D) keeps it the root
+      heap[0].gain = scores[i] * d.gain(b);  // a fall (or, at an equal gain, its extra bit) sifts down; a rise (non-convex D) keeps it the root
     } else {
       heap[0] = heap[--size];  // block i is full
     }
@@ -68,7 +71,9 @@ inline void greedy_fill(const double* scores, std::size_t n, std::int64_t extra,
 //! Greedy allocation: start every block at b_min and hand out the B - L * b_min
 //! remaining bits one at a time to the block whose next bit lowers J the most
 //! (gain s_i (D(b_i) - D(b_i + 1))), skipping blocks at b_max; equal gains go to the
-//! lowest block index, so the result is deterministic. For a convex decreasing D this
+//! block with fewer bits, then to the lowest block index, so the result is deterministic
+//! and blocks that tie stay as even as the budget allows (all-zero scores: the uniform
+//! widths, one group instead of several). For a convex decreasing D this
 //! is an optimal solution (Theorem 1; proof in docs/theory.md), in O(L + B log L).
 struct greedy_allocator {
   static constexpr const char* name = "greedy";
@@ -88,7 +93,8 @@ struct greedy_allocator {
 
 //! Pooled greedy allocation: one budget shared by several score sets (e.g. all KV heads
 //! of a layer, or every head of the model). It is the greedy allocation of the
-//! concatenation pools[0] ++ pools[1] ++ ... (ties: pool order, then block index), so it
+//! concatenation pools[0] ++ pools[1] ++ ... (ties: fewer bits, then pool order and block
+//! index), so it
 //! is optimal for the pooled problem by the same theorem. Returns one allocation per
 //! pool with that pool's bits, objective and total_bits; `capped` and `warning`
 //! describe the shared budget and are the same in every element.
