@@ -55,6 +55,23 @@ string(JSON recent GET "${out}" recent)
 if(NOT sink EQUAL 4 OR NOT recent EQUAL 20)
   message(FATAL_ERROR "bench attention: sink ${sink}, recent ${recent} in ${out}")
 endif()
+# the bytes per token and head count the window's rows at 4 D (fp16 K and V): fp16 64 at
+# D = 16; Block-GTQ's a mean of the window rows at 64 and the packed ones, between its
+# packed size (the run without a window) and 64; a window that holds every token is said
+# (a warning) and leaves 64 B
+bgtq_run(nw err rc bench attention --json --tokens 100 --methods bgtq --kv-bits 3 ${shape})
+string(JSON fp16_b GET "${out}" results 0 bytes_per_token_per_head)
+string(JSON win_b GET "${out}" results 1 bytes_per_token_per_head)
+string(JSON packed_b GET "${nw}" results 1 bytes_per_token_per_head)
+if(NOT fp16_b EQUAL 64 OR NOT win_b GREATER packed_b OR NOT win_b LESS 64)
+  message(FATAL_ERROR "bench attention window bytes: fp16 ${fp16_b} (want 64), Block-GTQ ${win_b} (want between ${packed_b} and 64)")
+endif()
+bgtq_run(out err rc bench attention --json --tokens 20 --methods bgtq --kv-bits 3 --sink 4 --recent 20 ${shape})
+bgtq_expect_rc("${rc}" 0 "bench attention, window over every token" "${err}")
+string(JSON all_b GET "${out}" results 1 bytes_per_token_per_head)
+if(NOT all_b EQUAL 64 OR NOT err MATCHES "bgtq bench: warning: --tokens 20 <= --sink 4 \\+ --recent 20: the fp16 window holds every token")
+  message(FATAL_ERROR "bench attention, window over every token: ${all_b} B (want 64), stderr ${err}")
+endif()
 bgtq_run(out err rc bench attention --tokens 100 --methods bgtq --kv-bits 3 --sink 4 --recent 20 ${shape})
 bgtq_expect_match("${out}" "fp16 window sink=4 recent=20" "bench attention window header")
 bgtq_run(out err rc bench attention --tokens 100 --recent -1 ${shape})

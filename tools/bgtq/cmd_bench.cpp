@@ -176,20 +176,27 @@ int bench_attention(cli::args& a) {
     if (T < 1 || T > (1 << 22)) throw cli::usage_error("--tokens entries must be in 1..4194304, got " + ts);
     token_counts.push_back(static_cast<int>(T));
   }
+  for (const int T : token_counts)
+    if (sink + recent > 0 && T <= sink + recent)
+      cli::warn("bench", "--tokens " + std::to_string(T) + " <= --sink " + std::to_string(sink) + " + --recent " +
+                             std::to_string(recent) + ": the fp16 window holds every token, nothing is packed (all rows read fp16)");
   std::unique_ptr<thread_pool> pool;
   if (threads > 1) pool = std::make_unique<thread_pool>(threads);
   struct row {
     std::string method, kv;
     int tokens;
-    double ms, bytes_per_token, ratio;
-    double gb;  //!< bytes one step reads (packed pages + fp16 window), GB
+    double ms, ratio;
+    double bytes;  //!< bytes one step reads (packed pages + fp16 window)
+    double gbps() const { return bytes * 1e-9 / (ms * 1e-3); }
+    //! what a token of a head costs the step on average, the fp16 window's 4 D bytes included
+    double bytes_per_token(int kv_heads) const { return bytes / (static_cast<double>(tokens) * kv_heads); }
   };
   // what one step must read: the packed pages at the codec's size, the window in fp16
-  auto step_gb = [&](const auto& c, int s) {
+  auto step_bytes = [&](const auto& c, int s) {
     const auto v = c.view(s, 0);
     const double page_b = static_cast<double>(v.quantized) * c.bytes_per_token(0, 0);
     const double win_b = static_cast<double>(v.sink + v.tail) * 4.0 * D;
-    return (page_b + win_b) * Hkv * 1e-9;
+    return (page_b + win_b) * Hkv;
   };
   std::vector<row> rows;
   const rope_layout rope(D, rope_pairing::half);
@@ -215,7 +222,7 @@ int bench_attention(cli::args& a) {
       fp16_cache<> c(cfg, fp16_states(1, Hkv, D), fp16_states(1, Hkv, D));
       const int s = bench::fill_sequences(c, T);
       fp16_ms = time_attention(c, s, q, reps, out, pool.get(), cold);
-      rows.push_back({"fp16", "k16v16", T, fp16_ms, c.bytes_per_token(0, 0), 1.0, step_gb(c, s)});
+      rows.push_back({"fp16", "k16v16", T, fp16_ms, 1.0, step_bytes(c, s)});
       cli::progress("[bench attention] T=" + std::to_string(T) + " fp16 " + std::to_string(fp16_ms) + " ms");
     }
     for (int bits : kv_bits) {
@@ -229,7 +236,7 @@ int bench_attention(cli::args& a) {
         const int s = bench::fill_sequences(c, T);
         const double ms = time_attention(c, s, q, reps, out, pool.get(), cold);
         const std::string kv = "k" + std::to_string(bits) + "v" + std::to_string(bits);
-        rows.push_back({m, kv, T, ms, c.bytes_per_token(0, 0), fp16_ms / ms, step_gb(c, s)});
+        rows.push_back({m, kv, T, ms, fp16_ms / ms, step_bytes(c, s)});
         cli::progress("[bench attention] T=" + std::to_string(T) + " " + m + " " + kv + " " + std::to_string(ms) + " ms");
       }
     }
@@ -244,8 +251,8 @@ int bench_attention(cli::args& a) {
     for (const auto& e : rows) {
       w.begin_object().key("method").value(e.method).key("kv").value(e.kv).key("tokens").value(e.tokens);
       w.key("ms_per_step").value(e.ms).key("ratio_to_fp16").value(e.ratio);
-      w.key("bytes_per_token_per_head").value(e.bytes_per_token).key("gbps").value(e.gb / (e.ms * 1e-3));
-      w.key("ratio_to_copy").value(e.gb / (e.ms * 1e-3) / copy);
+      w.key("bytes_per_token_per_head").value(e.bytes_per_token(Hkv)).key("gbps").value(e.gbps());
+      w.key("ratio_to_copy").value(e.gbps() / copy);
       w.key("ratio_to_fma_floor").value(fma_floor_ms(e.tokens) / e.ms).end_object();
     }
     w.end_array().end_object();
@@ -260,9 +267,9 @@ int bench_attention(cli::args& a) {
     std::printf("%-6s %-7s %8s %10s %10s %8s %8s %8s %12s\n", "method", "kv", "tokens", "ms/step", "B/tok/hd", "GB/s", "x copy",
                 "x fma", "x fp16 speed");
     for (const auto& e : rows) {
-      const double gbps = e.gb / (e.ms * 1e-3);
+      const double gbps = e.gbps();
       std::printf("%-6s %-7s %8d %10.3f %10.1f %8.2f %8.2f %8.2f %12.2f\n", e.method.c_str(), e.kv.c_str(), e.tokens, e.ms,
-                  e.bytes_per_token, gbps, gbps / copy, fma_floor_ms(e.tokens) / e.ms, e.ratio);
+                  e.bytes_per_token(Hkv), gbps, gbps / copy, fma_floor_ms(e.tokens) / e.ms, e.ratio);
     }
   }
   return 0;
