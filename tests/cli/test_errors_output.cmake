@@ -56,6 +56,17 @@ execute_process(COMMAND ${BGTQ} calibrate --q ${D}/q.npy --k ${D}/k.npy --rope h
 if(NOT rc EQUAL 2 OR NOT err MATCHES "^bgtq calibrate: --json-out: the output path is empty" OR EXISTS ${WORK}/p.bin)
   message(FATAL_ERROR "calibrate --json-out '': exit ${rc}, expected 2 and no plan written; stderr: ${err}")
 endif()
+# '-' is not standard output here (it would be a file named '-'): refused, nothing written
+foreach(cmd eval calibrate)
+  set(args --q ${D}/q.npy --k ${D}/k.npy --rope half --bits 2 --methods tq)
+  if(cmd STREQUAL "calibrate")
+    set(args --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 3)
+  endif()
+  execute_process(COMMAND ${BGTQ} ${cmd} ${args} -o - --quiet WORKING_DIRECTORY ${WORK} ERROR_VARIABLE err RESULT_VARIABLE rc)
+  if(NOT rc EQUAL 2 OR NOT err MATCHES "^bgtq ${cmd}: -o -: standard output is not an output path here" OR EXISTS ${WORK}/-)
+    message(FATAL_ERROR "${cmd} -o -: exit ${rc}, expected 2 and no file '-'; stderr: ${err}")
+  endif()
+endforeach()
 
 # an output naming an input (also through a symlink): refused, the input left as it was
 file(COPY ${D}/k.npy DESTINATION ${WORK})

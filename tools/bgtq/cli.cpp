@@ -52,6 +52,8 @@ void check_outputs(const std::vector<named_path>& outputs, const std::vector<nam
   for (std::size_t i = 0; i < outputs.size(); ++i) {
     const named_path& o = outputs[i];
     if (o.path.empty()) throw usage_error(o.option + ": the output path is empty");
+    if (o.path == "-")  // not standard output here: it would be a file named '-'
+      throw usage_error(o.option + " -: standard output is not an output path here; name a file (/dev/stdout writes there)");
     for (std::size_t j = 0; j < i; ++j)
       if (bgtq::detail::same_target(o.path, outputs[j].path))
         throw usage_error(outputs[j].option + " and " + o.option + " name the same file '" + o.path + "'");
