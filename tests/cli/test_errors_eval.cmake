@@ -39,6 +39,11 @@ expect_failure(CMD eval RC 2 MATCH "--threads 0 is out of range" DIR ${WORK} ABS
   ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --threads 0 -o ${R})
 expect_failure(CMD eval RC 2 MATCH "--eval-queries -3 is out of range" DIR ${WORK} ABSENT ${R}
   ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --eval-queries -3 -o ${R})
+# a mistyped option: the known option it is close to is named
+expect_failure(CMD eval RC 2 MATCH "unknown option --bit \\(did you mean --bits\\?\\)" DIR ${WORK} ABSENT ${R}
+  ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --bit 3 -o ${R})
+expect_failure(CMD eval RC 2 MATCH "unknown option --zzz$" DIR ${WORK} ABSENT ${R}
+  ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --zzz 3 -o ${R})
 # a failing run leaves an existing result file untouched
 file(WRITE ${R} "old")
 expect_failure(CMD eval RC 1 CATEGORY shape_mismatch DIR ${WORK}

@@ -294,8 +294,19 @@ std::vector<std::string> args::given_names() const {
 }
 
 void args::finish() const {
-  for (const auto& k : given_names())
-    if (!used_.count(k)) throw usage_error("unknown option " + option_name(k));
+  const std::vector<std::string> given = given_names();
+  for (const auto& k : given)
+    if (!used_.count(k)) {
+      // the command asked for every option it knows (get, require, flag): a close one that
+      // was not given is the likely meaning
+      std::string msg = "unknown option " + option_name(k);
+      for (const auto& [known, asked] : used_)
+        if (known != "quiet" && std::find(given.begin(), given.end(), known) == given.end() && near_miss(k, known)) {
+          msg += " (did you mean " + option_name(known) + "?)";
+          break;
+        }
+      throw usage_error(msg);
+    }
   if (!positional_.empty()) throw usage_error("unexpected argument '" + positional_.front() + "'");
 }
 

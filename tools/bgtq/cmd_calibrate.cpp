@@ -96,7 +96,7 @@ int run(cli::args& a) {
 }
 
 cli::registrar reg{{"calibrate", "measure RoPE block energies on Q/K dumps and write a Block-GTQ plan",
-                    "--q Q.npy --k K.npy --rope interleaved|half [--rotary-dim R] [--tokens N] --avg-bits X -o PLAN "
+                    "--q Q.npy --k K.npy --rope interleaved|half [--rotary-dim R] [--tokens N (0: all)] --avg-bits X -o PLAN "
                     "[--b-min 1] [--b-max 8] [--scope head|layer|model] [--distortion rate4|codebook] [--value-bits B] "
                     "[--seed S] [--norm-correction] [--charge-radii] [--json-out PLAN.json] [--json]",
                     &run, {"json", "norm-correction", "charge-radii"}}};
