@@ -240,6 +240,12 @@ TEST_CASE("eval results: wrong shapes and absent metrics are clear errors", "[pl
   CHECK(code(R"({"layers":[{"layer":-1,"results":{"tq@2":{"logit_mae":1}}}]})") == errc::format_error);
   CHECK(code(R"({"layers":[{"layer":0.5,"results":{"tq@2":{"logit_mae":1}}}]})") == errc::format_error);
   CHECK(code(R"({"layers":[{"layer":0,"results":{"tq@2":{"logit_mae":"abc"}}}]})") == errc::format_error);
+  // a layer listed twice, a negative metric (no metric of eval's is below 0)
+  CHECK(code(R"({"layers":[{"layer":0,"results":{"tq@2":{"logit_mae":1}}},{"layer":0,"results":{"tq@2":{"logit_mae":2}}}]})") ==
+        errc::format_error);
+  CHECK(code(R"({"layers":[{"layer":0,"results":{"tq@2":{"logit_mae":-0.5}}}]})") == errc::format_error);
+  CHECK(code(R"({"layers":[{"layer":0,"results":{"tq@2":{"logit_mae":0}}},{"layer":1,"results":{"tq@2":{"logit_mae":2}}}]})") ==
+        errc::ok);
   CHECK(code(R"({"layers":[{"layer":0,"results":{"tq@2":{"logit_mae":1}}}],)"
              R"("summary":{"bgtq_vs_tq":[{"bits":1e300,"logit_mae_reduction":0.5}]}})") == errc::format_error);
   CHECK(code(R"({"layers":[{"layer":0,"results":{"tq@2":{"logit_mae":null}, "tq@3":{"logit_mae":1}}}],)"

@@ -263,7 +263,8 @@ inline const std::vector<std::string>& eval_metrics() {
 
 //! Extracts `metric` from a parsed results file (`name` prefixes errors).
 //! @throws bgtq::error(format_error) if the document does not have the shape
-//!         {"layers":[{"layer":N,"results":{"method":{metric:x,...}}}]}, or
+//!         {"layers":[{"layer":N,"results":{"method":{metric:x,...}}}]} (each layer once,
+//!         every metric >= 0), or
 //!         invalid_argument if no method reports `metric`
 //! A JSON number as short text for messages ("1e+300", "2.5").
 inline std::string json_number_text(double x) {
@@ -294,6 +295,9 @@ inline eval_table parse_eval_results(const json_value& doc, const std::string& n
     const double lid = id->as_number();
     if (!(lid >= 0.0 && lid <= 1e6 && lid == std::floor(lid)))  // (also keeps the int conversion defined)
       bad("layers[" + std::to_string(li) + "].layer = " + json_number_text(lid) + " is not a layer index (0 .. 1e6)");
+    if (const auto seen = std::find(t.layers.begin(), t.layers.end(), static_cast<int>(lid)); seen != t.layers.end())
+      bad("layers[" + std::to_string(li) + "].layer = " + json_number_text(lid) + " is there twice (also layers[" +
+          std::to_string(seen - t.layers.begin()) + "])");
     t.layers.push_back(static_cast<int>(lid));
     for (const auto& [m, v] : res->members()) {
       if (!v.is_object()) bad("layers[" + std::to_string(li) + "].results." + m + " is not an object");
@@ -307,6 +311,9 @@ inline eval_table parse_eval_results(const json_value& doc, const std::string& n
       const json_value* x = v.find(metric);
       if (x && !x->is_number() && !x->is_null())  // absent or null: no value for this layer
         bad("layers[" + std::to_string(li) + "].results." + m + "." + metric + " is not a number");
+      if (x && x->is_number() && x->as_number() < 0.0)  // errors, overlaps and byte counts are all >= 0
+        bad("layers[" + std::to_string(li) + "].results." + m + "." + metric + " = " + json_number_text(x->as_number()) +
+            " is negative");
       if (x && x->is_number() && std::isfinite(x->as_number())) t.value[it->second][li] = x->as_number();
       const json_value* by = v.find("bytes_per_token");
       if (by && by->is_number() && std::isfinite(by->as_number())) bytes_mean[it->second].add(by->as_number());
