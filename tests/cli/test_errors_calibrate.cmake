@@ -35,6 +35,12 @@ foreach(glued "-o${P}" "-o=${P}")
   expect_failure(CMD calibrate RC 2 MATCH "missing required option -o \\('-o=?[^']*plan.bin' was given: write -o and its value as two arguments, -o [^=]*plan.bin\\)"
     DIR ${WORK} ABSENT ${P} ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 3 ${glued})
 endforeach()
+# an option given twice with two values: named, nothing written (the same value twice is fine)
+expect_failure(CMD calibrate RC 2 MATCH "option --q given twice, as '[^']*q.npy' and '[^']*k.npy'" DIR ${WORK} ABSENT ${P}
+  ARGS --q ${D}/q.npy --q ${D}/k.npy --k ${D}/k.npy --rope half --avg-bits 3 -o ${P})
+expect_failure(CMD calibrate RC 2 MATCH "option --avg-bits given twice, as '3' and '4'" DIR ${WORK} ABSENT ${P}
+  ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 3 --avg-bits=4 -o ${P})
+expect_success(CMD calibrate ARGS --q ${D}/q.npy --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 3 -o ${WORK}/twice.bin --quiet)
 # a pipe as an input (`<(zcat q.npy.gz)`, /dev/stdin): read whole, the same plan as from the file
 execute_process(COMMAND sh -c "cat '${D}/q.npy' | '${BGTQ}' calibrate --q /dev/stdin --k '${D}/k.npy' --rope half --avg-bits 3 -o '${WORK}/piped.bin' --quiet"
   RESULT_VARIABLE rc ERROR_VARIABLE err)

@@ -113,15 +113,22 @@ args::args(int argc, char** argv, int first, std::vector<std::string> flags) : f
       flags_given_[name] = true;
       continue;
     }
+    // an option given twice with two values is a mistake more often than an override
+    // (`--q q.npy --q k.npy` would calibrate on K as Q): refused, naming both
+    const auto set_value = [&](const std::string& v) {
+      if (const auto it = values_.find(name); it != values_.end() && it->second != v)
+        throw usage_error("option " + option_name(name) + " given twice, as '" + it->second + "' and '" + v + "'");
+      values_[name] = v;
+    };
     if (inline_value) {
-      values_[name] = *inline_value;
+      set_value(*inline_value);
     } else if (i + 1 >= argc || looks_like_option(argv[i + 1])) {
       // no value: an error if a command asks for this option (get), else an unknown option
       // (finish); either way the next option is not swallowed as its value
       values_.erase(name);
       valueless_.insert(name);
     } else {
-      values_[name] = argv[++i];
+      set_value(argv[++i]);
       valueless_.erase(name);
     }
   }

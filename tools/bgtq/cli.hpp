@@ -27,7 +27,8 @@ class args {
   //! Parses argv[first..argc). `flags` lists the options that take no value.
   args(int argc, char** argv, int first, std::vector<std::string> flags = {});
 
-  //! Value of --name, if given (the last occurrence wins).
+  //! Value of --name, if given (an option given twice must have the same value both times:
+  //! the constructor throws usage_error otherwise).
   std::optional<std::string> get(const std::string& name);
   //! Value of --name; usage_error if absent.
   std::string require(const std::string& name);
