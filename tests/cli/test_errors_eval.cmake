@@ -39,11 +39,17 @@ expect_failure(CMD eval RC 2 MATCH "--threads 0 is out of range" DIR ${WORK} ABS
   ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --threads 0 -o ${R})
 expect_failure(CMD eval RC 2 MATCH "--eval-queries -3 is out of range" DIR ${WORK} ABSENT ${R}
   ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --eval-queries -3 -o ${R})
+# -o glued to its path (eval's -o is optional, so it is an unexpected argument): how to write it
+expect_failure(CMD eval RC 2 MATCH "unexpected argument '-o[^']*r.json' \\(.*write -o and its value as two arguments, -o [^ ]*r.json\\)"
+  DIR ${WORK} ABSENT ${R} ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half -o${R})
 # a mistyped option: the known option it is close to is named
 expect_failure(CMD eval RC 2 MATCH "unknown option --bit \\(did you mean --bits\\?\\)" DIR ${WORK} ABSENT ${R}
   ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --bit 3 -o ${R})
 expect_failure(CMD eval RC 2 MATCH "unknown option --zzz$" DIR ${WORK} ABSENT ${R}
   ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --zzz 3 -o ${R})
+# a short name is no typo for another short one two edits away (--kv is not -o, 'did you mean -o?')
+expect_failure(CMD eval RC 2 MATCH "unknown option --n$" DIR ${WORK} ABSENT ${R}
+  ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --n 5 -o ${R})
 # a failing run leaves an existing result file untouched
 file(WRITE ${R} "old")
 expect_failure(CMD eval RC 1 CATEGORY shape_mismatch DIR ${WORK}

@@ -136,7 +136,7 @@ endforeach()
 # group); nothing for the values, which are in range
 bgtq_run(out err rc eval --q ${D}/q.npy --k ${D}/k_big.npy --v ${D}/v.npy --rope half --bits 2 --methods fp16,tq --quiet)
 bgtq_expect_rc("${rc}" 0 "eval --methods fp16,tq on k_big.npy" "${err}")
-if(NOT err MATCHES "bgtq eval: warning: fp16: 1 key and 0 value components beyond \\+-65504 were clamped to it [^\n]*, first in layer 0"
+if(NOT err MATCHES "bgtq eval: warning: fp16: 1 key and 0 value components beyond \\+-65504 were clamped to it [^\n]*, first at layer index 0"
    OR NOT err MATCHES "bgtq eval: warning: tq@2: 1 key and 0 value radii above 65504 were clamped to it \\(fp16 radii")
   message(FATAL_ERROR "eval on k_big.npy: the clamps are not said: ${err}")
 endif()

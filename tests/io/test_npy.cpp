@@ -589,6 +589,12 @@ TEST_CASE("read_npy reads a stream (a FIFO, as /dev/stdin or <(zcat f.gz) would 
   cut.resize(cut.size() - 3);
   require_error([&] { through_fifo(cut); }, errc::format_error, "data is shorter than the shape says");
   require_error([&] { through_fifo({}); }, errc::format_error, "empty file (0 bytes)");
+  // trailing bytes (a small array: the writer's one write() is in the pipe before the reader stops)
+  std::vector<unsigned char> extra = bgtq::npy_bytes(big.data(), {7}, npy_dtype::f32);
+  extra.insert(extra.end(), {1, 2, 3, 4, 5});
+  require_error([&] { through_fifo(extra); }, errc::format_error, "trailing bytes after the array data");
+  // a device that never ends fails on its first bytes (read in stages), not when memory runs out
+  require_error([&] { bgtq::read_npy("/dev/zero"); }, errc::format_error, "bad magic at offset 0");
 }
 
 TEST_CASE("require_finite names the first bad element by multi-index and flat index", "[io][npy]") {

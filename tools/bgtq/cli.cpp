@@ -17,16 +17,9 @@ bool g_quiet = false;
 //! negative numbers such as "-1" are values).
 bool looks_like_option(const std::string& a) { return a == "-o" || (a.rfind("--", 0) == 0 && a.size() > 2); }
 
-//! Edit distance <= 2, or one name a prefix of the other: "--avg-bit" for "--avg-bits".
-bool near_miss(const std::string& a, const std::string& b) {
-  // one a prefix of the other ("layer" / "layers"), but not a compound option built on
-  // the other ("rope-base" is its own option, not a typo for "rope")
-  const auto prefix = [](const std::string& longer, const std::string& shorter) {
-    return longer.rfind(shorter, 0) == 0 && (longer.size() == shorter.size() || longer[shorter.size()] != '-');
-  };
-  if (prefix(a, b) || prefix(b, a)) return true;
+//! Levenshtein distance of two option names.
+std::size_t edit_distance(const std::string& a, const std::string& b) {
   const std::size_t n = a.size(), m = b.size();
-  if (n > m + 2 || m > n + 2) return false;
   std::vector<std::size_t> prev(m + 1), cur(m + 1);
   for (std::size_t j = 0; j <= m; ++j) prev[j] = j;
   for (std::size_t i = 1; i <= n; ++i) {
@@ -35,8 +28,29 @@ bool near_miss(const std::string& a, const std::string& b) {
       cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] == b[j - 1] ? 0u : 1u)});
     std::swap(prev, cur);
   }
-  return prev[m] <= 2;
+  return prev[m];
 }
+
+//! How far `a` is from `b` as a typo: one a prefix of the other ("--avg-bit" for
+//! "--avg-bits"; not a compound option built on the other: "rope-base" is its own option,
+//! not a typo for "rope") counts as 1; otherwise the edit distance, which must be at most
+//! 2, or at most 1 where either name has 3 letters or fewer (any two short names are
+//! within 2: "kv" is not a typo for "o"). No match: SIZE_MAX; names of 2 letters or fewer
+//! match nothing but a name one edit away.
+std::size_t typo_distance(const std::string& a, const std::string& b) {
+  constexpr std::size_t none = static_cast<std::size_t>(-1);
+  const auto prefix = [](const std::string& longer, const std::string& shorter) {
+    return shorter.size() >= 3 && longer.rfind(shorter, 0) == 0 &&
+           (longer.size() == shorter.size() || longer[shorter.size()] != '-');
+  };
+  if (prefix(a, b) || prefix(b, a)) return 1;
+  const std::size_t n = a.size(), m = b.size();
+  const std::size_t most = std::min(n, m) <= 3 ? 1 : 2;
+  if (n > m + most || m > n + most) return none;
+  const std::size_t d = edit_distance(a, b);
+  return d <= most && d < std::max(n, m) ? d : none;
+}
+bool near_miss(const std::string& a, const std::string& b) { return typo_distance(a, b) != static_cast<std::size_t>(-1); }
 }  // namespace
 
 std::string option_name(const std::string& name) { return name == "o" ? "-o" : "--" + name; }
@@ -144,6 +158,17 @@ std::optional<std::string> args::get(const std::string& name) {
   return it->second;
 }
 
+std::string args::glued_hint(const std::string& name) const {
+  // "-oplan.bin", "-o=plan.bin": a value glued to -o is an argument of its own here
+  const std::string spelled = option_name(name);
+  if (spelled.size() != 2) return "";
+  for (const std::string& p : positional_)
+    if (p.size() > 2 && p.rfind(spelled, 0) == 0 && !(p[2] == '=' && p.size() == 3))
+      return " ('" + p + "' was given: write " + spelled + " and its value as two arguments, " + spelled + " " +
+             p.substr(p[2] == '=' ? 3 : 2) + ")";
+  return "";
+}
+
 std::string args::require(const std::string& name) {
   auto v = get(name);
   if (!v) {
@@ -153,15 +178,7 @@ std::string args::require(const std::string& name) {
     for (const auto& given : given_names())
       if (!used_.count(given) && near_miss(given, name))
         msg += " (" + option_name(given) + " was given, which is not an option here: a typo?)";
-    // "-oplan.bin", "-o=plan.bin": a value glued to -o is an argument of its own here
-    const std::string spelled = option_name(name);
-    if (spelled.size() == 2)
-      for (const std::string& p : positional_)
-        if (p.size() > 2 && p.rfind(spelled, 0) == 0) {
-          msg += " ('" + p + "' was given: write " + spelled + " and its value as two arguments, " + spelled + " " +
-                 p.substr(p[2] == '=' ? 3 : 2) + ")";
-          break;
-        }
+    msg += glued_hint(name);
     throw usage_error(msg);
   }
   return *v;
@@ -307,14 +324,22 @@ void args::finish() const {
       // the command asked for every option it knows (get, require, flag): a close one that
       // was not given is the likely meaning
       std::string msg = "unknown option " + option_name(k);
+      std::string best;
+      std::size_t best_d = static_cast<std::size_t>(-1);
       for (const auto& [known, asked] : used_)
-        if (known != "quiet" && std::find(given.begin(), given.end(), known) == given.end() && near_miss(k, known)) {
-          msg += " (did you mean " + option_name(known) + "?)";
-          break;
-        }
+        if (known != "quiet" && std::find(given.begin(), given.end(), known) == given.end())
+          if (const std::size_t d = typo_distance(k, known); d < best_d) {
+            best = known;
+            best_d = d;
+          }
+      if (!best.empty()) msg += " (did you mean " + option_name(best) + "?)";
       throw usage_error(msg);
     }
-  if (!positional_.empty()) throw usage_error("unexpected argument '" + positional_.front() + "'");
+  if (!positional_.empty()) {
+    // an optional -o (eval) that was glued to its value: say how to write it
+    const std::string hint = used_.count("o") ? glued_hint("o") : "";
+    throw usage_error("unexpected argument '" + positional_.front() + "'" + hint);
+  }
 }
 
 }  // namespace bgtq::cli

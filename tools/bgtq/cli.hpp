@@ -53,6 +53,9 @@ class args {
 
  private:
   std::vector<std::string> given_names() const;
+  //! " ('-oX' was given: write -o and its value as two arguments, -o X)" when a positional
+  //! argument is the one-letter option `name` glued to a value, else "".
+  std::string glued_hint(const std::string& name) const;
 
   std::map<std::string, std::string> values_;
   std::set<std::string> valueless_;  //!< non-flag options given without a value

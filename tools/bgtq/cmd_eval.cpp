@@ -207,7 +207,7 @@ int run(cli::args& a) {
     text << c.keys << " key and " << c.values << " value "
          << (fp16 ? "components beyond +-65504 were clamped to it (fp16 storage saturates there; docs/errors.md, row 19)"
                   : "radii above 65504 were clamped to it (fp16 radii; docs/errors.md, row 17)")
-         << ", first in layer " << c.first_layer << ": those tokens' errors can dominate this method's metrics";
+         << ", first at layer index " << c.first_layer << ": those tokens' errors can dominate this method's metrics";
     cli::warn("eval", text.str(), m.key() + ": ");
   }
 

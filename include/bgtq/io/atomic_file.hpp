@@ -12,6 +12,7 @@
 //! would replace the node itself (run as root, `-o /dev/null` would turn the system's
 //! /dev/null into a regular file).
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <cstdint>
@@ -274,37 +275,49 @@ inline std::uintmax_t open_for_reading(const std::string& path, std::ifstream& i
   return size;
 }
 
-//! Whether `path` can only be read as a stream, from start to end: it exists and is
-//! neither a regular file nor a directory (a pipe, a FIFO, /dev/stdin, a process
-//! substitution such as `<(zcat q.npy.gz)`), so it has no size to ask for.
+//! Whether `path` can only be read as a stream, from start to end: a pipe or FIFO
+//! (`/dev/stdin` fed by a pipe, a process substitution such as `<(zcat q.npy.gz)`) or a
+//! character device, which has no size to ask for. Block devices, sockets and the
+//! like are not (they fail as before, when their size is asked for).
 inline bool is_stream(const std::string& path) {
   namespace fs = std::filesystem;
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
-  return !ec && fs::exists(st) && !fs::is_regular_file(st) && !fs::is_directory(st);
+  return !ec && (fs::is_fifo(st) || fs::is_character_file(st));
 }
 
-//! The whole content of the stream `path` (is_stream), read to its end.
-//! @throws bgtq::error(io_error) if it cannot be opened or a read fails;
-//!         format_error (naming `what`) once it holds more than `limit` bytes.
-inline std::vector<unsigned char> read_stream(const std::string& path, std::uintmax_t limit, const std::string& what) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) fail(errc::io_error, "cannot open '" + path + "': " + std::generic_category().message(errno));
-  std::vector<unsigned char> bytes;
-  constexpr std::size_t chunk = std::size_t{1} << 20;
-  for (;;) {
-    const std::size_t at = bytes.size();
-    bytes.resize(at + chunk);
-    in.read(reinterpret_cast<char*>(bytes.data() + at), static_cast<std::streamsize>(chunk));
-    const auto got = static_cast<std::size_t>(in.gcount());
-    bytes.resize(at + got);
-    if (bytes.size() > limit)
-      fail(errc::format_error, path + ": more than " + std::to_string(limit) + " bytes is too large for " + what);
-    if (got < chunk) break;
+//! A stream opened for reading (is_stream), read in stages: the readers take what a
+//! header says they need, then a byte more to see whether anything trails, so that a
+//! device that never ends (/dev/zero) fails on its first bytes, not when memory runs out.
+class stream_reader {
+ public:
+  //! @throws bgtq::error(io_error) if `path` cannot be opened.
+  explicit stream_reader(const std::string& path) : path_(path), in_(path, std::ios::binary) {
+    if (!in_) fail(errc::io_error, "cannot open '" + path + "': " + std::generic_category().message(errno));
   }
-  if (in.bad()) fail(errc::io_error, "read from '" + path + "' failed");
-  return bytes;
-}
+  //! Reads until `bytes()` holds `n` bytes or the stream ends; returns whether it holds `n`.
+  //! @throws bgtq::error(io_error) if a read fails.
+  bool fill_to(std::size_t n) {
+    while (bytes_.size() < n && !ended_) {
+      const std::size_t at = bytes_.size();
+      const std::size_t step = std::min<std::size_t>(n - at, std::size_t{1} << 20);
+      bytes_.resize(at + step);
+      in_.read(reinterpret_cast<char*>(bytes_.data() + at), static_cast<std::streamsize>(step));
+      const auto got = static_cast<std::size_t>(in_.gcount());
+      bytes_.resize(at + got);
+      if (in_.bad()) fail(errc::io_error, "read from '" + path_ + "' failed");
+      ended_ = got < step;
+    }
+    return bytes_.size() >= n;
+  }
+  const std::vector<unsigned char>& bytes() const { return bytes_; }
+
+ private:
+  std::string path_;
+  std::ifstream in_;
+  std::vector<unsigned char> bytes_;
+  bool ended_ = false;
+};
 
 }  // namespace detail
 

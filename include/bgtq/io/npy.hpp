@@ -21,6 +21,7 @@
 //! file, the problem and (where it has one) the byte offset in every error. The writer
 //! produces byte for byte what NumPy >= 1.24 `np.save` writes for the same array.
 
+#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cmath>
@@ -330,7 +331,9 @@ class npy_dict_parser {
 //! the data offset); `file_size` is the size of the whole file. Checks that exactly
 //! count * itemsize data bytes follow, before anything is allocated for them.
 //! @throws bgtq::error(format_error) naming `name`, the problem and its byte offset.
-inline npy_header parse_npy_header(const unsigned char* p, std::size_t avail, std::size_t file_size, const std::string& name) {
+//! The header alone (preamble and dict, data_bytes computed), without comparing the data
+//! size with `file_size`: what a stream's reader needs before it knows the size.
+inline npy_header parse_npy_dict(const unsigned char* p, std::size_t avail, std::size_t file_size, const std::string& name) {
   npy_header h;
   h.data_offset = npy_preamble(p, avail, file_size, name, h.major, h.header_begin);
   BGTQ_REQUIRE(avail >= h.data_offset, errc::format_error, name + ": internal: .npy header not available");
@@ -343,6 +346,11 @@ inline npy_header parse_npy_header(const unsigned char* p, std::size_t avail, st
     fail(errc::format_error, name + ": shape " + shape_repr(h.shape) + " of " + npy_descr(h.dtype) + " needs more bytes than fit in a " +
                                  std::to_string(8 * sizeof(std::size_t)) + "-bit size");
   h.data_bytes = h.count * item;
+  return h;
+}
+
+inline npy_header parse_npy_header(const unsigned char* p, std::size_t avail, std::size_t file_size, const std::string& name) {
+  npy_header h = parse_npy_dict(p, avail, file_size, name);
   const std::size_t have = file_size - h.data_offset;
   if (have < h.data_bytes)
     fail(errc::format_error, name + ": data is shorter than the shape says: shape " + shape_repr(h.shape) + " of " +
@@ -463,12 +471,27 @@ inline npy_array parse_npy(const void* bytes, std::size_t size, const std::strin
 
 //! Reads a .npy file (header first, then the data straight into the result; the file is
 //! never held in memory twice). A stream (a pipe, /dev/stdin, `<(zcat q.npy.gz)`: see
-//! detail::is_stream) is read whole first, then parsed (parse_npy).
+//! detail::is_stream) is read in stages, the preamble, the header, then the data its
+//! shape declares and one byte more (a trailing byte is an error, as in a file), and
+//! parsed from memory (parse_npy); the bytes are then held beside the result.
 //! @throws bgtq::error(io_error) if it cannot be opened or read; format_error as parse_npy.
 inline npy_array read_npy(const std::string& path) {
   if (detail::is_stream(path)) {
-    const std::vector<unsigned char> bytes = detail::read_stream(path, std::numeric_limits<std::size_t>::max(), "a .npy file");
-    return parse_npy(bytes.data(), bytes.size(), path);
+    detail::stream_reader in(path);
+    constexpr std::size_t unknown = std::numeric_limits<std::size_t>::max();
+    // a short stream, a bad magic or version: parse_npy names it from what there is
+    if (in.fill_to(12) && std::equal(in.bytes().begin(), in.bytes().begin() + 6, detail::npy_magic) &&
+        in.bytes()[6] >= 1 && in.bytes()[6] <= 3 && in.bytes()[7] == 0) {
+      int major = 0;
+      std::size_t hb = 0;
+      const std::size_t data_offset = detail::npy_preamble(in.bytes().data(), in.bytes().size(), unknown, path, major, hb);
+      if (in.fill_to(data_offset)) {
+        const detail::npy_header h = detail::parse_npy_dict(in.bytes().data(), in.bytes().size(), unknown, path);
+        const std::size_t end = h.data_bytes < unknown - data_offset ? data_offset + h.data_bytes : unknown - 1;
+        in.fill_to(end + 1);  // one byte past the data: trailing bytes are reported
+      }
+    }
+    return parse_npy(in.bytes().data(), in.bytes().size(), path);
   }
   std::ifstream in;
   const std::uintmax_t fsz = detail::open_for_reading(path, in);

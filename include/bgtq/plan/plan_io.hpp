@@ -412,12 +412,20 @@ inline output_file plan_output(const std::string& path, const plan& p) {
 //!         io_error if the file cannot be written; `path` is untouched on any failure.
 inline void save_plan(const std::string& path, const plan& p) { atomic_write_files({plan_output(path, p)}); }
 
-//! Reads and validates a plan file (or a stream holding one: detail::is_stream).
+//! Reads and validates a plan file, or a stream holding one (detail::is_stream: read in
+//! stages, the magic, the header, then the payload it declares and one byte more).
 //! @throws bgtq::error(io_error) if it cannot be read; otherwise as deserialize_plan.
 inline plan load_plan(const std::string& path) {
   if (detail::is_stream(path)) {
-    const std::vector<unsigned char> bytes = detail::read_stream(path, std::uintmax_t{1} << 40, "a plan file");
-    return deserialize_plan(bytes.data(), bytes.size(), path);
+    detail::stream_reader in(path);
+    if (in.fill_to(8) && std::equal(in.bytes().begin(), in.bytes().begin() + 8, detail::plan_magic) &&
+        in.fill_to(detail::plan_header_bytes)) {
+      const std::uint64_t payload = static_cast<std::uint64_t>(detail::plan_le32(in.bytes().data() + 16)) |
+                                    (static_cast<std::uint64_t>(detail::plan_le32(in.bytes().data() + 20)) << 32);
+      if (payload <= (std::uint64_t{1} << 40))  // larger: deserialize_plan reports it from the header
+        in.fill_to(detail::plan_header_bytes + static_cast<std::size_t>(payload) + detail::plan_trailer_bytes + 1);
+    }
+    return deserialize_plan(in.bytes().data(), in.bytes().size(), path);
   }
   std::ifstream in;
   const std::uintmax_t fsz = detail::open_for_reading(path, in);

@@ -284,6 +284,7 @@ inline eval_table parse_eval_results(const json_value& doc, const std::string& n
   eval_table t;
   t.metric = metric;
   std::map<std::string, std::size_t> idx;
+  std::map<int, std::size_t> first_entry;  // layer id -> its entry in "layers"
   std::vector<detail::running_mean> bytes_mean;
   const std::size_t nl = layers->items().size();
   for (std::size_t li = 0; li < nl; ++li) {
@@ -295,9 +296,9 @@ inline eval_table parse_eval_results(const json_value& doc, const std::string& n
     const double lid = id->as_number();
     if (!(lid >= 0.0 && lid <= 1e6 && lid == std::floor(lid)))  // (also keeps the int conversion defined)
       bad("layers[" + std::to_string(li) + "].layer = " + json_number_text(lid) + " is not a layer index (0 .. 1e6)");
-    if (const auto seen = std::find(t.layers.begin(), t.layers.end(), static_cast<int>(lid)); seen != t.layers.end())
+    if (const auto [at, fresh] = first_entry.emplace(static_cast<int>(lid), li); !fresh)
       bad("layers[" + std::to_string(li) + "].layer = " + json_number_text(lid) + " is there twice (also layers[" +
-          std::to_string(seen - t.layers.begin()) + "])");
+          std::to_string(at->second) + "])");
     t.layers.push_back(static_cast<int>(lid));
     for (const auto& [m, v] : res->members()) {
       if (!v.is_object()) bad("layers[" + std::to_string(li) + "].results." + m + " is not an object");
