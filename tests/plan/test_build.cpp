@@ -180,3 +180,30 @@ TEST_CASE("validate rejects a block that two groups claim", "[plan]") {
     REQUIRE(std::string(e.what()).find("block 2 appears in 2 groups") != std::string::npos);
   }
 }
+
+TEST_CASE("plan accessors: a layer, KV head or block that does not exist is not_found, naming it", "[plan]") {
+  const bgtq::rope_layout rope(16, bgtq::rope_pairing::half);
+  const bgtq::plan p = bgtq::uniform_plan(2, 2, 4, rope, 3);
+  auto code_of = [](auto&& f) {
+    try {
+      (void)f();
+    } catch (const bgtq::error& e) {
+      return std::make_pair(e.code(), std::string(e.what()));
+    }
+    return std::make_pair(bgtq::errc::ok, std::string());
+  };
+  // (1, -1) and (0, 2) would have read another head's entry of the flat arrays
+  for (const auto& [l, h] : {std::pair{2, 0}, std::pair{-1, 0}, std::pair{1, -1}, std::pair{0, 2}}) {
+    INFO("layer " << l << ", KV head " << h);
+    const auto [c1, m1] = code_of([&] { return p.head(l, h); });
+    CHECK(c1 == bgtq::errc::not_found);
+    CHECK(m1.find(l < 0 || l >= 2 ? "layer " + std::to_string(l) : "KV head " + std::to_string(h)) != std::string::npos);
+    CHECK(code_of([&] { return p.value_seed(l, h); }).first == bgtq::errc::not_found);
+    CHECK(code_of([&] { return p.score(l, h, 0); }).first == bgtq::errc::not_found);
+    CHECK(code_of([&] { return bgtq::block_gtq_codec::from_plan(p, l, h); }).first == bgtq::errc::not_found);
+  }
+  CHECK(code_of([&] { return p.score(0, 0, 8); }).first == bgtq::errc::not_found);
+  CHECK(code_of([&] { return p.score(0, 0, -1); }).first == bgtq::errc::not_found);
+  CHECK(p.score(1, 1, 7) == 1.0);
+  CHECK(p.head(1, 1).widths == p.heads[3].widths);
+}

@@ -68,12 +68,15 @@ inline std::vector<gtq_pages::head_state> plan_value_states(const plan& p) {
 }
 
 //! fp16 states for every (layer, KV head).
-//! @throws bgtq::error(invalid_argument) for layers or kv_heads < 1
+//! @throws bgtq::error(invalid_argument) for layers or kv_heads < 1; capacity_exhausted
+//!         when the machine cannot hold layers * kv_heads states
 inline std::vector<fp16_pages::head_state> fp16_states(int layers, int kv_heads, int head_dim) {
   BGTQ_REQUIRE(layers >= 1 && kv_heads >= 1, errc::invalid_argument,
                "fp16_states: layers = " + std::to_string(layers) + ", kv_heads = " + std::to_string(kv_heads) + " (each must be >= 1)");
-  return std::vector<fp16_pages::head_state>(static_cast<std::size_t>(layers) * static_cast<std::size_t>(kv_heads),
-                                             fp16_pages::make(head_dim));
+  const std::size_t n = static_cast<std::size_t>(layers) * static_cast<std::size_t>(kv_heads);
+  const fp16_pages::head_state one = fp16_pages::make(head_dim);
+  return or_capacity_exhausted("fp16_states: " + std::to_string(n) + " (layer, KV head) states",
+                               [&] { return std::vector<fp16_pages::head_state>(n, one); });
 }
 
 //! cache_config matching a plan's shape.

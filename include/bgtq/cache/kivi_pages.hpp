@@ -18,6 +18,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "../codec/kivi.hpp"
 #include "../codec/tq_quantizer.hpp"
@@ -292,14 +293,20 @@ using kivi_cache = kv_cache<kivi_key_pages, kivi_value_pages, Layout>;
 //! A KIVI cache with the same options for every (layer, KV head), the way fp16_states
 //! serves fp16_cache: `auto c = bgtq::make_kivi_cache(cfg, {.bits = 2});`. The
 //! three-argument form takes the key and the value options apart (e.g. K4V2).
-//! @throws bgtq::error as kivi_key_pages::make / kivi_value_pages::make and kv_cache
+//! @throws bgtq::error as kivi_key_pages::make / kivi_value_pages::make and kv_cache;
+//!         capacity_exhausted when the machine cannot hold the states
 template <class Layout = bit_plane_layout>
 kivi_cache<Layout> make_kivi_cache(const cache_config& cfg, const kivi_options& key_options, const kivi_options& value_options) {
   BGTQ_REQUIRE(cfg.layers >= 1 && cfg.kv_heads >= 1, errc::invalid_argument,
                "make_kivi_cache: layers = " + std::to_string(cfg.layers) + ", kv_heads = " + std::to_string(cfg.kv_heads));
   const std::size_t n = static_cast<std::size_t>(cfg.layers) * static_cast<std::size_t>(cfg.kv_heads);
-  return kivi_cache<Layout>(cfg, std::vector<kivi_key_pages::head_state>(n, kivi_key_pages::make(cfg.head_dim, key_options)),
-                            std::vector<kivi_value_pages::head_state>(n, kivi_value_pages::make(cfg.head_dim, value_options)));
+  const kivi_key_pages::head_state k = kivi_key_pages::make(cfg.head_dim, key_options);
+  const kivi_value_pages::head_state v = kivi_value_pages::make(cfg.head_dim, value_options);
+  auto keys = or_capacity_exhausted("make_kivi_cache: " + std::to_string(n) + " (layer, KV head) key states",
+                                    [&] { return std::vector<kivi_key_pages::head_state>(n, k); });
+  auto values = or_capacity_exhausted("make_kivi_cache: " + std::to_string(n) + " (layer, KV head) value states",
+                                      [&] { return std::vector<kivi_value_pages::head_state>(n, v); });
+  return kivi_cache<Layout>(cfg, std::move(keys), std::move(values));
 }
 template <class Layout = bit_plane_layout>
 kivi_cache<Layout> make_kivi_cache(const cache_config& cfg, const kivi_options& o) {

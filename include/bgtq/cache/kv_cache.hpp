@@ -190,7 +190,7 @@ class kv_cache {
 
   //! Appends `tokens` new tokens to one layer of a sequence: k and v are
   //! [tokens][kv_heads][head_dim] float32, post-RoPE keys. Appending a chunk is prefill.
-  //! @throws not_found (bad id), invalid_argument (layer, count), non_finite (reject
+  //! @throws not_found (bad id or layer), invalid_argument (count), non_finite (reject
   //!         policy: names the token, head and K/V), capacity_exhausted (too few free
   //!         pages). In every error case the cache is unchanged.
   void append(int seq, int layer, const float* k, const float* v, int tokens) {

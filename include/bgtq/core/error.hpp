@@ -4,6 +4,7 @@
 //! carries a machine-readable `errc` and a message that names the problem (shape,
 //! value, file offset). Hot paths that must not throw return an `errc` instead.
 
+#include <new>
 #include <stdexcept>
 #include <cstddef>
 #include <string>
@@ -60,6 +61,18 @@ class error : public std::runtime_error {
 
 //! Throws `bgtq::error(code, message)`.
 [[noreturn]] inline void fail(errc code, const std::string& message) { throw error(code, message); }
+
+//! f(), with std::bad_alloc reported as bgtq::error(capacity_exhausted) naming `what`: a
+//! size within the limits that the machine cannot hold is an error of the library's own
+//! kind (docs/errors.md, section 1), not an exception of another type.
+template <class F>
+auto or_capacity_exhausted(const std::string& what, F&& f) -> decltype(f()) {
+  try {
+    return f();
+  } catch (const std::bad_alloc&) {
+    fail(errc::capacity_exhausted, what + ": out of memory");
+  }
+}
 
 namespace detail {
 

@@ -166,10 +166,13 @@ inline plan uniform_plan(int layers, int kv_heads, int q_heads, const rope_layou
                "uniform_plan: layers = " + std::to_string(layers) + ", kv_heads = " + std::to_string(kv_heads) +
                    " (layers in 1 .. " + std::to_string(max_plan_layers) + ", kv_heads in 1 .. " +
                    std::to_string(max_plan_kv_heads) + ")");
-  std::vector<double> ones(static_cast<std::size_t>(layers) * static_cast<std::size_t>(kv_heads) *
-                               static_cast<std::size_t>(rope.num_blocks()),
-                           1.0);
-  return build_plan(layers, kv_heads, q_heads, rope, ones, opt);
+  // within the limits, a plan can still be more than the machine holds (4096 x 4096 heads)
+  return or_capacity_exhausted("uniform_plan: " + std::to_string(layers) + " layers x " + std::to_string(kv_heads) + " KV heads", [&] {
+    const std::vector<double> ones(static_cast<std::size_t>(layers) * static_cast<std::size_t>(kv_heads) *
+                                       static_cast<std::size_t>(rope.num_blocks()),
+                                   1.0);
+    return build_plan(layers, kv_heads, q_heads, rope, ones, opt);
+  });
 }
 
 }  // namespace bgtq

@@ -114,11 +114,35 @@ struct plan {
   std::size_t head_index(int layer, int h) const noexcept {
     return static_cast<std::size_t>(layer) * static_cast<std::size_t>(kv_heads) + static_cast<std::size_t>(h);
   }
-  const head_plan& head(int layer, int h) const { return heads.at(head_index(layer, h)); }
-  std::uint64_t value_seed(int layer, int h) const { return value_seeds.at(head_index(layer, h)); }
+  //! head_index(layer, h) after checking both, and that the plan holds that head.
+  //! @throws bgtq::error(not_found) naming the layer or KV head that does not exist.
+  std::size_t checked_head_index(int layer, int h) const {
+    BGTQ_REQUIRE(layer >= 0 && layer < layers, errc::not_found,
+                 "plan: layer " + std::to_string(layer) + " does not exist (layers: " + std::to_string(layers) + ")");
+    BGTQ_REQUIRE(h >= 0 && h < kv_heads, errc::not_found,
+                 "plan: KV head " + std::to_string(h) + " does not exist (kv_heads: " + std::to_string(kv_heads) + ")");
+    const std::size_t i = head_index(layer, h);
+    BGTQ_REQUIRE(i < heads.size() && i < value_seeds.size(), errc::invalid_argument,
+                 "plan: " + std::to_string(heads.size()) + " head plans and " + std::to_string(value_seeds.size()) +
+                     " value seeds, layers * kv_heads = " + std::to_string(static_cast<std::size_t>(layers) * kv_heads) +
+                     " (an invalid plan: bgtq::validate)");
+    return i;
+  }
+  //! @throws bgtq::error(not_found) for a layer or KV head that does not exist.
+  const head_plan& head(int layer, int h) const { return heads[checked_head_index(layer, h)]; }
+  //! @throws bgtq::error(not_found) for a layer or KV head that does not exist.
+  std::uint64_t value_seed(int layer, int h) const { return value_seeds[checked_head_index(layer, h)]; }
   //! Energy of block i of (layer, h).
+  //! @throws bgtq::error(not_found) for a layer, KV head or block that does not exist.
   double score(int layer, int h, int i) const {
-    return scores.at(head_index(layer, h) * static_cast<std::size_t>(num_blocks()) + static_cast<std::size_t>(i));
+    const std::size_t at = checked_head_index(layer, h);
+    BGTQ_REQUIRE(i >= 0 && i < num_blocks(), errc::not_found,
+                 "plan: block " + std::to_string(i) + " does not exist (blocks: " + std::to_string(num_blocks()) + ")");
+    const std::size_t j = at * static_cast<std::size_t>(num_blocks()) + static_cast<std::size_t>(i);
+    BGTQ_REQUIRE(j < scores.size(), errc::invalid_argument,
+                 "plan: " + std::to_string(scores.size()) + " scores, too few for " + std::to_string(layers) + " layers x " +
+                     std::to_string(kv_heads) + " KV heads x " + std::to_string(num_blocks()) + " blocks");
+    return scores[j];
   }
 
   friend bool operator==(const plan&, const plan&) = default;
