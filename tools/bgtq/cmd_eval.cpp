@@ -117,6 +117,17 @@ int run(cli::args& a) {
   const auto started = std::chrono::steady_clock::now();
   auto last_line = started;
   std::size_t done = 0;
+  // "[eval] layer l/L: WHAT (done/all method-layers done, t s)", at most every 2 s
+  const auto say_every_2s = [&](int l, const std::string& what) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now - last_line < std::chrono::seconds(2)) return;
+    std::ostringstream line;
+    line << "[eval] layer " << (l + 1) << "/" << L << ": " << what << " (" << done << "/"
+         << methods.size() * static_cast<std::size_t>(L) << " method-layers done, "
+         << std::chrono::duration_cast<std::chrono::seconds>(now - started).count() << " s)";
+    cli::progress(line.str());
+    last_line = now;
+  };
   // what fp16 storage clamped, per method (said once at the end: it can dominate the errors)
   struct clamps {
     std::uint64_t keys = 0, values = 0;
@@ -162,32 +173,18 @@ int run(cli::args& a) {
           r.value_bytes += stored_bytes_per_token(plan_value_codec(p, l, h)) / Hkv;
         }
       }
-      // a long dump takes minutes per method-layer: say how far it is, at most every 2 s
-      // (the callback runs on the pool's threads, one call at a time)
+      // a long dump takes minutes per method-layer: say how far it is (the callback runs on
+      // the pool's threads, one call at a time)
       const auto part = [&](double fraction) {
-        const auto now = std::chrono::steady_clock::now();
-        if (fraction >= 1.0 || now - last_line < std::chrono::seconds(2)) return;
-        std::ostringstream line;
-        line << "[eval] layer " << (l + 1) << "/" << L << ": " << m.key() << " " << static_cast<int>(100.0 * fraction)
-             << "% of its attention pairs (" << done << "/" << methods.size() * static_cast<std::size_t>(L)
-             << " method-layers done, " << std::chrono::duration_cast<std::chrono::seconds>(now - started).count() << " s)";
-        cli::progress(line.str());
-        last_line = now;
+        if (fraction < 1.0)
+          say_every_2s(l, m.key() + " " + std::to_string(static_cast<int>(100.0 * fraction)) + "% of its attention pairs");
       };
       r.m = compare_attention(sh, q.layer(l), kl, khat.data(), vl, vl ? vhat.data() : nullptr, queries, pool.get(), part);
       if (c.first_layer < 0 && (c.keys != before.keys || c.values != before.values)) c.first_layer = l;
       results[m.key()][static_cast<std::size_t>(l)] = r;
       ++done;
-      // within a layer too, at most every 2 s: long dumps take minutes per layer
-      const auto now = std::chrono::steady_clock::now();
-      if (now - last_line >= std::chrono::seconds(2) && done < methods.size() * static_cast<std::size_t>(L)) {
-        std::ostringstream line;
-        line << "[eval] layer " << (l + 1) << "/" << L << ": " << m.key() << " done (" << done << "/"
-             << methods.size() * static_cast<std::size_t>(L) << " method-layers, "
-             << std::chrono::duration_cast<std::chrono::seconds>(now - started).count() << " s)";
-        cli::progress(line.str());
-        last_line = now;
-      }
+      // within a layer too: long dumps take minutes per layer
+      if (done < methods.size() * static_cast<std::size_t>(L)) say_every_2s(l, m.key() + " done");
     }
     std::ostringstream line;
     line << "[eval] layer " << (l + 1) << "/" << L;

@@ -21,7 +21,6 @@
 //! file, the problem and (where it has one) the byte offset in every error. The writer
 //! produces byte for byte what NumPy >= 1.24 `np.save` writes for the same array.
 
-#include <algorithm>
 #include <bit>
 #include <cerrno>
 #include <cmath>
@@ -479,9 +478,8 @@ inline npy_array read_npy(const std::string& path) {
   if (detail::is_stream(path)) {
     detail::stream_reader in(path);
     constexpr std::size_t unknown = std::numeric_limits<std::size_t>::max();
-    // a short stream, a bad magic or version: parse_npy names it from what there is
-    if (in.fill_to(12) && std::equal(in.bytes().begin(), in.bytes().begin() + 6, detail::npy_magic) &&
-        in.bytes()[6] >= 1 && in.bytes()[6] <= 3 && in.bytes()[7] == 0) {
+    // a short stream: parse_npy names what is missing; a bad magic or version: npy_preamble
+    if (in.fill_to(12)) {
       int major = 0;
       std::size_t hb = 0;
       const std::size_t data_offset = detail::npy_preamble(in.bytes().data(), in.bytes().size(), unknown, path, major, hb);

@@ -54,6 +54,10 @@ inline std::uint32_t plan_le32(const unsigned char* p) noexcept {
   return static_cast<std::uint32_t>(p[0]) | (static_cast<std::uint32_t>(p[1]) << 8) |
          (static_cast<std::uint32_t>(p[2]) << 16) | (static_cast<std::uint32_t>(p[3]) << 24);
 }
+//! The payload length a plan header declares (8 bytes at offset 16; `b` holds the header).
+inline std::uint64_t plan_payload_length(const unsigned char* b) {
+  return static_cast<std::uint64_t>(plan_le32(b + 16)) | (static_cast<std::uint64_t>(plan_le32(b + 20)) << 32);
+}
 
 //! Checks beyond bgtq::validate that a plan must pass to be stored exactly: enum values
 //! in range, finite avg_bits >= 0, calib_tokens >= 0, finite scores >= 0.
@@ -261,8 +265,7 @@ inline plan deserialize_plan(const void* bytes, std::size_t size, const std::str
                                         "; this build reads up to " + std::to_string(plan::format_version));
   // payload length, offset 16
   if (size < detail::plan_header_bytes) trunc(detail::plan_header_bytes, "header");
-  const std::uint64_t payload = static_cast<std::uint64_t>(detail::plan_le32(b + 16)) |
-                                (static_cast<std::uint64_t>(detail::plan_le32(b + 20)) << 32);
+  const std::uint64_t payload = detail::plan_payload_length(b);
   const std::size_t room = size - detail::plan_header_bytes;
   if (room < detail::plan_trailer_bytes || payload > room - detail::plan_trailer_bytes)
     fail(errc::format_error, name + ": truncated plan file: the header (offset 16) declares a payload of " +
@@ -420,8 +423,7 @@ inline plan load_plan(const std::string& path) {
     detail::stream_reader in(path);
     if (in.fill_to(8) && std::equal(in.bytes().begin(), in.bytes().begin() + 8, detail::plan_magic) &&
         in.fill_to(detail::plan_header_bytes)) {
-      const std::uint64_t payload = static_cast<std::uint64_t>(detail::plan_le32(in.bytes().data() + 16)) |
-                                    (static_cast<std::uint64_t>(detail::plan_le32(in.bytes().data() + 20)) << 32);
+      const std::uint64_t payload = detail::plan_payload_length(in.bytes().data());
       if (payload <= (std::uint64_t{1} << 40))  // larger: deserialize_plan reports it from the header
         in.fill_to(detail::plan_header_bytes + static_cast<std::size_t>(payload) + detail::plan_trailer_bytes + 1);
     }
