@@ -8,7 +8,7 @@
 //     Per tile: warp w scores chunk w (lane = token; each bit-plane word is one
 //     warp-uniform 32-bit load shared by 32 tokens; code -> centroid from a shared
 //     table -> FMA with the rotated query, GM heads at once), online softmax
-//     (softmax.hpp lazy_update), then thread = value coordinate accumulates
+//     (softmax.hpp update_max), then thread = value coordinate accumulates
 //     w * r * c(idx) in the value group's rotated domain. Partial (m, l, acc) -> workspace.
 //  3. merge_kernel  grid (Hq, B): log-sum-exp merge of the splits (softmax.hpp merge),
 //     one rotation back per value group (x = P^T y), the fp16 window in the same
@@ -323,7 +323,7 @@ __global__ void __launch_bounds__(decode_threads) decode_split_kernel(const deco
       }
       mx = warp_max(mx);
       softmax_state st{s_m[g], s_l[g]};
-      const float f = lazy_update(st, mx);
+      const float f = update_max(st, mx);
       float sum = 0.0f;
 #pragma unroll
       for (int i = 0; i < decode_tile / 32; ++i) {
@@ -548,7 +548,7 @@ __global__ void __launch_bounds__(decode_threads, BGTQ_MERGE_MIN_CTAS) merge_ker
     for (int w = 1; w < NW; ++w) mw = fmaxf(mw, s_red[w]);
     // every window score -inf (a score that overflowed): shift by 0, so the weights are
     // exp(-inf) = 0 instead of exp(-inf + inf) = NaN; lw = 0 then makes the merge keep the
-    // pages' state, as the CPU's lazy update does
+    // pages' state, as the CPU's update_max does
     if (mw == -__builtin_inff()) mw = 0.0f;
     float lp = 0.0f;
     for (int i = tid; i < nwin; i += decode_threads) {

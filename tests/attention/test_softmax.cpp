@@ -1,4 +1,4 @@
-// The online-softmax pieces on their own (softmax.hpp): lazy_update's rescale rule and
+// The online-softmax pieces on their own (softmax.hpp): update_max's rescale rule and
 // merge's factors, which the CPU decode (window and pages) and the GPU split merge use.
 // Exact where the arithmetic is exact, else within 2 float ulps of the closed form.
 #include <catch2/catch.hpp>
@@ -42,19 +42,28 @@ TEST_CASE("merge: factors and sum of two partial softmax states", "[attention][s
   CHECK(fb == 0.0f);
 }
 
-TEST_CASE("lazy_update: rescales only past the margin, and scales the running sum", "[attention][softmax]") {
+TEST_CASE("update_max: rescales whenever a block beats the max, and scales the running sum", "[attention][softmax]") {
   bgtq::softmax_state s{-INFINITY, 0.0f};
-  CHECK(bgtq::lazy_update(s, -INFINITY) == 1.0f);  // nothing yet
+  CHECK(bgtq::update_max(s, -INFINITY) == 1.0f);  // nothing yet
   CHECK(s.m == -INFINITY);
-  CHECK(bgtq::lazy_update(s, 3.0f) == 0.0f);  // first block: the accumulators start from zero
+  CHECK(bgtq::update_max(s, 3.0f) == 0.0f);  // first block: the accumulators start from zero
   CHECK(s.m == 3.0f);
   CHECK(s.l == 0.0f);
   s.l = 5.0f;
-  CHECK(bgtq::lazy_update(s, 3.0f + bgtq::rescale_margin) == 1.0f);  // within the margin: no rescale
-  CHECK(s.m == 3.0f);
-  CHECK(s.l == 5.0f);
-  const float f = bgtq::lazy_update(s, 3.0f + bgtq::rescale_margin + 1.0f);
-  CHECK(f == Approx(std::exp(-static_cast<double>(bgtq::rescale_margin) - 1.0)).epsilon(2e-7));
-  CHECK(s.m == 3.0f + bgtq::rescale_margin + 1.0f);
+  for (const float lower : {3.0f, 2.0f, -INFINITY}) {  // not above the max: no rescale
+    CHECK(bgtq::update_max(s, lower) == 1.0f);
+    CHECK(s.m == 3.0f);
+    CHECK(s.l == 5.0f);
+  }
+  const float up = std::nextafter(3.0f, 4.0f);  // the smallest step up rescales: weights stay <= 1
+  float f = bgtq::update_max(s, up);
+  CHECK(f < 1.0f);
+  CHECK(f == Approx(std::exp(static_cast<double>(3.0f) - static_cast<double>(up))).epsilon(2e-7));
+  CHECK(s.m == up);
   CHECK(s.l == 5.0f * f);
+  const float l = s.l;
+  f = bgtq::update_max(s, 18.5f);  // a jump of 15.5
+  CHECK(f == Approx(std::exp(static_cast<double>(up) - 18.5)).epsilon(2e-6));
+  CHECK(s.m == 18.5f);
+  CHECK(s.l == l * f);
 }

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -311,8 +312,10 @@ struct filled_cache {
 //! Adds one sequence per length and appends that many random tokens to every layer
 //! (keys N(0,1) scaled per dim so that energies differ across blocks, values N(0,1)),
 //! rounded through `type` so the device can be given the same values in fp16/bf16.
+//! `edit`, when set, may rewrite a (sequence index, layer)'s rows before the rounding.
+using row_edit = std::function<void(std::size_t seq, int layer, std::vector<float>& k, std::vector<float>& v)>;
 inline filled_cache fill_cache(bgtq_cache<>& c, const std::vector<int>& lengths, std::uint64_t seed,
-                               cuda::dtype type = cuda::dtype::f32, float value_scale = 1.0f) {
+                               cuda::dtype type = cuda::dtype::f32, float value_scale = 1.0f, const row_edit& edit = {}) {
   const cache_config& cfg = c.config();
   const std::size_t row = static_cast<std::size_t>(cfg.kv_heads) * static_cast<std::size_t>(cfg.head_dim);
   filled_cache f;
@@ -327,6 +330,7 @@ inline filled_cache fill_cache(bgtq_cache<>& c, const std::vector<int>& lengths,
       std::vector<float> k = normal_floats(n, seed, mix(s, static_cast<std::uint64_t>(2 * l)));
       std::vector<float> v = normal_floats(n, seed, mix(s, static_cast<std::uint64_t>(2 * l + 1)), value_scale);
       for (std::size_t i = 0; i < n; ++i) k[i] *= 0.5f + static_cast<float>((i % static_cast<std::size_t>(cfg.head_dim)) % 7);
+      if (edit) edit(s, l, k, v);
       round_to(k, type);
       round_to(v, type);
       if (lengths[s] > 0) c.append(id, l, k.data(), v.data(), lengths[s]);

@@ -279,6 +279,12 @@ struct decode_check {
   //! leave there: the outputs must not change (an Inf radius times a zero weight is NaN,
   //! so any use of one shows)
   bool poison_tail = false;
+  //! every sequence's first third of tokens gets zero keys (scores 0) and values along
+  //! e1; the rest keys along the sequence's query head h G (KV head h) scoring 15.5 for
+  //! it, and one common value row of norm ~1.1e30 (stored exactly by fp32 radii). Those
+  //! weights reach e^15.5 unless the running max is raised as soon as a score beats it,
+  //! and then the value sums overflow float (all-NaN outputs; errors.md row 18)
+  bool score_jump = false;
   //! the kernel the launch must report it ran, 1 tensor or 0 CUDA cores, for a fallback
   //! the caller provoked; -1: what `path` and the layer decide (automatic takes the
   //! tensor cores wherever the layer allows)
@@ -304,15 +310,37 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
                 s.q_heads / s.kv_heads, s.page_tokens, lengths.size(), s.sink, s.recent, dtype_name(q_type), splits);
   rep.what = head;
   auto c = make_cache(s, m, seed);
-  const filled_cache f = fill_cache(c, lengths, seed + 1, cuda::dtype::f32, m.value_scale);
   const int B = static_cast<int>(lengths.size());
+  const int G = s.q_heads / s.kv_heads;
+  const double sc = bgtq::logit_scale(s.scale, s.head_dim);
   std::vector<float> q = normal_floats(static_cast<std::size_t>(B) * s.q_heads * s.head_dim, seed + 2, 0, 0.8f);
+  row_edit jump;
+  if (o.score_jump) {
+    rep.what += " score jump";
+    jump = [&](std::size_t b, int, std::vector<float>& k, std::vector<float>& v) {
+      const std::size_t D = static_cast<std::size_t>(s.head_dim), row = static_cast<std::size_t>(s.kv_heads) * D;
+      const std::size_t len = k.size() / row, first = len / 3;
+      for (std::size_t h = 0; h < static_cast<std::size_t>(s.kv_heads); ++h) {
+        const float* qh = q.data() + (b * static_cast<std::size_t>(s.q_heads) + h * static_cast<std::size_t>(G)) * D;
+        const double qq = bgtq::detail::norm_sq_double(qh, D);
+        std::vector<float> common(D);
+        for (std::size_t j = 0; j < D; ++j) common[j] = v[first * row + h * D + j] * 1e29f;
+        for (std::size_t t = 0; t < len; ++t) {
+          float* kt = k.data() + t * row + h * D;
+          float* vt = v.data() + t * row + h * D;
+          for (std::size_t j = 0; j < D; ++j) {
+            kt[j] = t < first ? 0.0f : static_cast<float>(qh[j] * (15.5 / (sc * qq)));
+            vt[j] = t < first ? (j == 1 ? 1.0f : 0.0f) : common[j];
+          }
+        }
+      }
+    };
+  }
+  const filled_cache f = fill_cache(c, lengths, seed + 1, cuda::dtype::f32, m.value_scale, jump);
   if (inf_window) {
     rep.what += " window scores -inf";
     for (std::size_t i = 0; i < q.size(); i += static_cast<std::size_t>(s.head_dim)) q[i] = std::fabs(q[i]) + 0.25f;
   }
-  const int G = s.q_heads / s.kv_heads;
-  const double sc = bgtq::logit_scale(s.scale, s.head_dim);
   // guard_edge: aim query head (b, h G + x) along a stored key of KV head h at `frac` of the largest accepted norm
   auto aim = [&](int b, int h, int x, double frac) {
     std::vector<float> dir(static_cast<std::size_t>(s.head_dim));

@@ -187,7 +187,7 @@ inline void model_decode(const cache_desc& d, const device_tables& t, const std:
               float mx = -INFINITY;
               for (int i = 0; i < decode_tile; ++i) mx = std::fmax(mx, w[static_cast<std::size_t>(g * decode_tile + i)]);
               bgtq::softmax_state s = st[static_cast<std::size_t>(g)];
-              f[static_cast<std::size_t>(g)] = bgtq::lazy_update(s, mx);
+              f[static_cast<std::size_t>(g)] = bgtq::update_max(s, mx);
               float sum = 0.0f;
               for (int i = 0; i < decode_tile; ++i) {
                 float& v = w[static_cast<std::size_t>(g * decode_tile + i)];

@@ -621,6 +621,23 @@ TEST_CASE("tensor-core decode: tiny and large value radii (the accumulator's 2^E
   }
 }
 
+TEST_CASE("decode_attention on CUDA cores: scores jumping by 15.5 onto fp32 value radii near 2^100 stay finite",
+          "[gpu][decode][errors]") {
+  require_device();
+  // errors.md row 18: the weights times such radii overflowed float when the running max
+  // was raised only past a margin of 16 (the tensor cores keep an exact max, fp16 radii)
+  method fp32 = tq_method(3);
+  fp32.fp32_radius = true;
+  fp32.name = "tq3-fp32-radii";
+  const std::vector<int> lengths{700, 130};
+  for (const int splits : {0, 1}) {
+    const shape s = decode_shape(128, 2, 4, 0, 0, lengths);
+    const check_report r = gpu_check_decode(s, fp32, lengths, {.splits = splits, .seed = 990, .score_jump = true});
+    INFO(r.what);
+    REQUIRE(r.ok);
+  }
+}
+
 TEST_CASE("decode_attention ignores what a page holds past a sequence's tokens (Inf radii, random codes), both paths",
           "[gpu][decode][mma][tsan]") {
   require_device();

@@ -1,5 +1,6 @@
 // Bad-input contract (docs/errors.md), cache and codec rows: one TEST_CASE per row.
 #include <bgtq/attention/decode.hpp>
+#include <bgtq/attention/reference.hpp>
 #include <bgtq/cache/factory.hpp>
 #include <bgtq/codec/block_gtq.hpp>
 #include <bgtq/codec/tq_quantizer.hpp>
@@ -368,6 +369,55 @@ TEST_CASE("errors row 18: fp32 radii keep norms up to 2^100 exactly, and saturat
   bgtq::decode_attention(cache, 0, std::span<const int>(&s, 1), q.data(), out.data(), ws);
   for (int j = 0; j < D; ++j) REQUIRE(std::isfinite(out[static_cast<std::size_t>(j)]));
   REQUIRE(out[0] < -1e28f);
+}
+
+TEST_CASE("errors row 18: attention over the largest fp32 value radii stays finite when scores jump", "[errors]") {
+  // Decode attention's running sums hold softmax weights times value radii. A radius may
+  // be 2^100; the sums stay finite for up to 2^24 such tokens only if every weight is at
+  // most 1, i.e. the running max is raised as soon as a score beats it. (Raising it only
+  // past a margin of 16 let weights reach e^16 ~ 2^23: this case gave an all-NaN output.)
+  const int D = 64;
+  bgtq::plan_options o;
+  o.value_bits = 8;
+  o.key_radius = bgtq::radius_format::fp32;
+  o.value_radius = bgtq::radius_format::fp32;
+  const auto p = bgtq::uniform_plan(1, 1, 1, bgtq::rope_layout(D, bgtq::rope_pairing::half), 8, o);
+  struct step {
+    float value;  // the large tokens' value norm (2^101 is stored as 2^100)
+    int count;    // how many of them
+    float score;  // their score above the 256 earlier tokens'
+  };
+  for (const step st : {step{1.2e30f, 100, 15.5f}, step{0x1p101f, 1000, 15.99f}, step{0x1p100f, 3000, 40.0f}}) {
+    INFO("value norm " << st.value << ", " << st.count << " tokens, score +" << st.score);
+    const int n0 = 256, T = n0 + st.count;
+    auto cache = bgtq::make_bgtq_cache(p, config(1, 1, 1, D, (T + 63) / 64));
+    const int s = cache.add_sequence();
+    std::vector<float> k(static_cast<std::size_t>(T) * D, 0.0f), v(k.size(), 0.0f);
+    for (int t = 0; t < T; ++t) {
+      float* kt = k.data() + static_cast<std::size_t>(t) * D;
+      float* vt = v.data() + static_cast<std::size_t>(t) * D;
+      if (t < n0) {
+        vt[1] = 1.0f;  // score 0, value e1
+      } else {
+        kt[0] = st.score;  // score st.score with q = 8 e0 and scale 1/8
+        vt[0] = st.value;
+      }
+    }
+    cache.append(s, 0, k.data(), v.data(), T);
+    std::vector<float> q(D, 0.0f), out(D), ref(D);
+    q[0] = 8.0f;
+    bgtq::attention_workspace ws(cache);
+    bgtq::decode_attention(cache, 0, std::span<const int>(&s, 1), q.data(), out.data(), ws);
+    bgtq::reference_attention(cache, 0, s, q.data(), ref.data());
+    const double big = std::min<double>(st.value, 0x1p100);
+    REQUIRE(ref[0] > 0.99 * big);
+    REQUIRE(ref[0] < 1.01 * big);
+    for (int j = 0; j < D; ++j) {
+      INFO("component " << j << ": " << out[static_cast<std::size_t>(j)] << " vs the reference's " << ref[static_cast<std::size_t>(j)]);
+      REQUIRE(std::isfinite(out[static_cast<std::size_t>(j)]));
+      REQUIRE(std::abs(static_cast<double>(out[static_cast<std::size_t>(j)]) - ref[static_cast<std::size_t>(j)]) <= 1e-4 * big);
+    }
+  }
 }
 
 TEST_CASE("errors row 19: fp16 windows and fp16 pages clamp values beyond 65504 and count them", "[errors]") {

@@ -252,12 +252,12 @@ inline float exp_shift_sum(float* s, std::size_t n, float m) {
 }
 
 //! One online-softmax step of query head g: folds `mx` into its running max
-//! (lazy_update) and, when the max moved, rescales g's value accumulators, the codec's
+//! (update_max) and, when the max moved, rescales g's value accumulators, the codec's
 //! (`acc_per_head` floats) and the fp16 window's (`raw`, D floats). Used by the page spans
 //! and by the window, which share one softmax.
 inline softmax_state& raise_max(attention_workspace& ws, int g, float mx, std::size_t acc_per_head, int D) {
   softmax_state& st = ws.state[static_cast<std::size_t>(g)];
-  const float f = lazy_update(st, mx);
+  const float f = update_max(st, mx);
   if (f != 1.0f) {
     float* a = ws.acc.data() + acc_per_head * static_cast<std::size_t>(g);
     for (std::size_t i = 0; i < acc_per_head; ++i) a[i] *= f;

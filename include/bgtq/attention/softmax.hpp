@@ -2,9 +2,9 @@
 //! @file attention/softmax.hpp
 //! Online-softmax state shared by the CPU attention and the CUDA kernels.
 //! A state (m, l) stands for weights exp(s - m) with l = sum of them. `merge`
-//! combines two partial states (flash-decoding's log-sum-exp merge); `lazy_update`
-//! keeps the reference max unless a new score exceeds it by `rescale_margin`, so the
-//! accumulator is rescaled rarely while exp(s - m) <= e^margin can never overflow.
+//! combines two partial states (flash-decoding's log-sum-exp merge); `update_max`
+//! raises the reference max whenever a block's max beats it, so every weight
+//! exp(s - m) is at most 1.
 
 #include <cmath>
 
@@ -49,21 +49,24 @@ struct softmax_state {
   float l;  //!< sum of exp(s - m)
 };
 
-//! Scores may exceed the reference max by this much (natural log units) before the
-//! accumulators are rescaled: weights stay <= e^16 ~ 8.9e6, far from float overflow.
-inline constexpr float rescale_margin = 16.0f;
-
 //! Returns the factor by which existing accumulators must be multiplied when a block
 //! whose max score is `block_max` arrives, and updates st.m (st.l is scaled too).
-//! The factor is 1 when no rescale is needed.
-BGTQ_HOST_DEVICE float lazy_update(softmax_state& st, float block_max) {
+//! The factor is 1 when the block does not beat the reference max (no rescale).
+//!
+//! The max is raised as soon as a block beats it, so every weight is at most 1 and the
+//! value sums are bounded by tokens x the largest value norm: 2^24 tokens of fp32 radii
+//! at their 2^100 clamp (tq_math.hpp fp32_radius_max) stay finite. (Raising it only past
+//! a margin, to rescale less often, let weights reach e^margin: at a margin of 16, about
+//! 100 such tokens scoring 15.5 above earlier ones overflowed float, docs/errors.md row
+//! 18.) A rescale costs one multiply per accumulator, once per block of scores.
+BGTQ_HOST_DEVICE float update_max(softmax_state& st, float block_max) {
   if (st.m == -__builtin_inff()) {
     if (block_max == -__builtin_inff()) return 1.0f;
     st.m = block_max;  // first block: accumulators are still zero
     st.l = 0.0f;
     return 0.0f;
   }
-  if (!(block_max > st.m + rescale_margin)) return 1.0f;
+  if (!(block_max > st.m)) return 1.0f;
   const float f = __builtin_expf(st.m - block_max);
   st.l *= f;
   st.m = block_max;
