@@ -2,6 +2,7 @@
 // cache unchanged, the non-finite policy, and exact memory accounting.
 #include <catch2/catch.hpp>
 
+#include <bgtq/attention/decode.hpp>
 #include <bgtq/cache/factory.hpp>
 
 #include <cmath>
@@ -200,6 +201,54 @@ TEST_CASE("bad ids, layers and shapes are errors", "[cache]") {
                     bgtq::error);
   REQUIRE_THROWS_AS(bgtq::fp16_cache<>(small_config(2, 2, 4, 8, 2), bgtq::fp16_states(2, 2, 16), bgtq::fp16_states(2, 2, 16)),
                     bgtq::error);
+}
+
+TEMPLATE_TEST_CASE("a moved-from cache is empty: its heads and sequences are not_found, attention refuses it", "[cache]",
+                   make_bgtq, make_fp16, make_kivi) {
+  const int D = 8, H = 2, T = 70;
+  auto cache = TestType::build(small_config(2, H, 4, D, 4, 1, 3), 5);
+  const int s = cache.add_sequence();
+  const auto k = rows(T, H, D, 21), v = rows(T, H, D, 22);
+  for (int l = 0; l < 2; ++l) cache.append(s, l, k.data(), v.data(), T);
+  const std::size_t reserved = cache.bytes_reserved(), used = cache.bytes_used(), part = cache.head_page_bytes(1, 1);
+  std::vector<float> want(D), got(D);
+  cache.decode_key(s, 1, 1, 40, want.data());
+  const auto expect_empty = [&](auto& c) {
+    CHECK(c.config().layers == 0);
+    CHECK(c.config().kv_heads == 0);
+    CHECK(c.pages_total() == 0);
+    CHECK(c.pages_free() == 0);
+    CHECK(c.bytes_reserved() == 0);
+    CHECK(c.bytes_used() == 0);
+    CHECK(c.pool().empty());
+    const auto code = [](auto&& f) {
+      try {
+        f();
+      } catch (const bgtq::error& e) {
+        return e.code();
+      }
+      return bgtq::errc::ok;
+    };
+    CHECK(code([&] { (void)c.head_page_bytes(0, 0); }) == bgtq::errc::not_found);
+    CHECK(code([&] { (void)c.bytes_per_token(0, 0); }) == bgtq::errc::not_found);
+    CHECK(code([&] { (void)c.page_ptr(0, 0, 0); }) == bgtq::errc::not_found);
+    CHECK(code([&] { (void)c.page_base(0, 0); }) == bgtq::errc::not_found);
+    CHECK(code([&] { (void)c.length(s, 0); }) == bgtq::errc::not_found);
+    CHECK(code([&] { c.append(s, 0, k.data(), v.data(), 1); }) == bgtq::errc::not_found);
+    CHECK(code([&] { bgtq::attention_workspace ws(c); }) == bgtq::errc::invalid_argument);
+  };
+  auto moved = std::move(cache);
+  expect_empty(cache);
+  REQUIRE(moved.bytes_reserved() == reserved);
+  REQUIRE(moved.bytes_used() == used);
+  REQUIRE(moved.head_page_bytes(1, 1) == part);
+  moved.decode_key(s, 1, 1, 40, got.data());
+  REQUIRE(got == want);
+  cache = std::move(moved);  // move assignment, back into the moved-from cache
+  expect_empty(moved);
+  REQUIRE(cache.length(s, 1) == T);
+  cache.decode_key(s, 1, 1, 40, got.data());
+  REQUIRE(got == want);
 }
 
 TEST_CASE("memory accounting is exact", "[cache]") {

@@ -65,6 +65,8 @@ class attention_workspace {
   template <class Cache>
   explicit attention_workspace(const Cache& c) {
     const auto& cfg = c.config();
+    BGTQ_REQUIRE(cfg.layers >= 1 && cfg.kv_heads >= 1, errc::invalid_argument,
+                 "attention_workspace: the cache has no layers or KV heads (a moved-from cache)");
     G_ = cfg.q_heads / cfg.kv_heads;
     D_ = cfg.head_dim;
     P_ = cfg.page_tokens;

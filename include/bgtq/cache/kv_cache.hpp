@@ -29,6 +29,7 @@
 #include <new>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "../codec/tq_quantizer.hpp"
@@ -126,8 +127,29 @@ class kv_cache {
 
   kv_cache(const kv_cache&) = delete;
   kv_cache& operator=(const kv_cache&) = delete;
-  kv_cache(kv_cache&&) noexcept = default;
-  kv_cache& operator=(kv_cache&&) noexcept = default;
+  //! A moved-from cache is empty: no layers, heads, pages or sequences (config() is a
+  //! default cache_config, the byte counts are 0), so every (layer, head) or sequence
+  //! it is asked for is not_found and attention_workspace refuses it.
+  kv_cache(kv_cache&& o) noexcept { *this = std::move(o); }
+  kv_cache& operator=(kv_cache&& o) noexcept {
+    if (this == &o) return *this;
+    cfg_ = std::exchange(o.cfg_, cache_config{});
+    keys_ = std::exchange(o.keys_, {});
+    values_ = std::exchange(o.values_, {});
+    head_off_ = std::exchange(o.head_off_, {});
+    head_bytes_ = std::exchange(o.head_bytes_, {});
+    key_bytes_ = std::exchange(o.key_bytes_, {});
+    page_bytes_ = std::exchange(o.page_bytes_, 0);
+    pool_bytes_ = std::exchange(o.pool_bytes_, 0);
+    pool_ = std::move(o.pool_);
+    free_pages_ = std::exchange(o.free_pages_, {});
+    seqs_ = std::exchange(o.seqs_, {});
+    tail_cap_ = std::exchange(o.tail_cap_, 1);
+    scratch_ = std::exchange(o.scratch_, {});
+    zero_row_ = std::exchange(o.zero_row_, {});
+    stats_ = std::exchange(o.stats_, {});
+    return *this;
+  }
 
   const cache_config& config() const noexcept { return cfg_; }
   int group_size() const noexcept { return cfg_.q_heads / cfg_.kv_heads; }
@@ -294,7 +316,10 @@ class kv_cache {
     }
     return b;
   }
-  //! Bytes allocated: the page pool plus the fp16 window buffers of live sequences.
+  //! Bytes of the page pool plus the fp16 window buffers of live sequences: the memory
+  //! that grows with max_pages and with the sequences. Not counted: the codec states
+  //! (rotations, codebooks: fixed per (layer, KV head) when the cache is built), each
+  //! sequence's page table (4 bytes per pool page) and the free list (4 per pool page).
   std::size_t bytes_reserved() const {
     std::size_t b = pool_bytes_;
     for (const auto& s : seqs_)
