@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <bgtq/attention/decode.hpp>
+#include <bgtq/attention/reference.hpp>
 #include <bgtq/cache/factory.hpp>
 
 #include <cmath>
@@ -213,6 +214,7 @@ TEMPLATE_TEST_CASE("a moved-from cache is empty: its heads and sequences are not
   const std::size_t reserved = cache.bytes_reserved(), used = cache.bytes_used(), part = cache.head_page_bytes(1, 1);
   std::vector<float> want(D), got(D);
   cache.decode_key(s, 1, 1, 40, want.data());
+  bgtq::attention_workspace ws_live(cache);
   const auto expect_empty = [&](auto& c) {
     CHECK(c.config().layers == 0);
     CHECK(c.config().kv_heads == 0);
@@ -236,6 +238,17 @@ TEMPLATE_TEST_CASE("a moved-from cache is empty: its heads and sequences are not
     CHECK(code([&] { (void)c.length(s, 0); }) == bgtq::errc::not_found);
     CHECK(code([&] { c.append(s, 0, k.data(), v.data(), 1); }) == bgtq::errc::not_found);
     CHECK(code([&] { bgtq::attention_workspace ws(c); }) == bgtq::errc::invalid_argument);
+    CHECK(code([&] { (void)c.add_sequence(); }) == bgtq::errc::invalid_argument);
+    CHECK(c.group_size() == 0);
+    // a workspace of a live cache does not fit it, and an empty batch still names the layer
+    std::vector<float> q(static_cast<std::size_t>(4 * D), 0.5f), o(q.size());
+    CHECK_FALSE(ws_live.fits(c));
+    CHECK_FALSE(ws_live.fits(c, 0));
+    CHECK(code([&] { bgtq::decode_attention(c, 0, std::span<const int>(), q.data(), o.data(), ws_live); }) ==
+          bgtq::errc::not_found);
+    CHECK(code([&] { bgtq::decode_attention(c, 0, std::span<const int>(&s, 1), q.data(), o.data(), ws_live); }) ==
+          bgtq::errc::not_found);
+    CHECK(code([&] { bgtq::reference_attention(c, 0, s, q.data(), o.data()); }) == bgtq::errc::not_found);
   };
   auto moved = std::move(cache);
   expect_empty(cache);

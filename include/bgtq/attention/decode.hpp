@@ -119,6 +119,7 @@ class attention_workspace {
   template <class Cache>
   bool fits(const Cache& c) const {
     const auto& cfg = c.config();
+    if (cfg.layers < 1 || cfg.kv_heads < 1) return false;  // an empty (moved-from) cache
     for (int l = 0; l < cfg.layers; ++l)
       if (!fits(c, l)) return false;
     return true;
@@ -127,6 +128,7 @@ class attention_workspace {
   template <class Cache>
   bool fits(const Cache& c, int layer) const {
     const auto& cfg = c.config();
+    if (cfg.kv_heads < 1) return false;  // an empty (moved-from) cache
     if (!(G_ == cfg.q_heads / cfg.kv_heads && D_ == cfg.head_dim && P_ == cfg.page_tokens &&
           window_ >= cfg.sink + cfg.recent + Cache::block_tokens && !qbuf.empty()))
       return false;
@@ -440,8 +442,11 @@ void check_decode(const Cache& cache, int layer, std::span<const int> seqs, cons
                                     "), head " + std::to_string(i / static_cast<std::size_t>(cfg.head_dim)) + ", coordinate " +
                                     std::to_string(i % static_cast<std::size_t>(cfg.head_dim)) + " is not finite; nothing was computed");
   }
+  // the layer first: an empty batch reads it too (an empty, moved-from cache has none)
+  BGTQ_REQUIRE(layer >= 0 && layer < cfg.layers, errc::not_found,
+               "decode_attention: layer " + std::to_string(layer) + " does not exist (layers: " + std::to_string(cfg.layers) + ")");
   for (int seq : seqs) {
-    const auto v = cache.view(seq, layer);  // throws for an unknown sequence or layer
+    const auto v = cache.view(seq, layer);  // throws for an unknown sequence
     BGTQ_REQUIRE(v.quantized + v.sink + v.tail > 0, errc::invalid_argument,
                  "decode_attention: sequence " + std::to_string(seq) + " has no tokens in layer " + std::to_string(layer));
   }

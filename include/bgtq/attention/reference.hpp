@@ -15,9 +15,9 @@ namespace bgtq {
 template <class Cache>
 void reference_attention(const Cache& cache, int layer, int seq, const float* q, float* out, double scale = 0.0) {
   const auto& cfg = cache.config();
+  const std::int64_t T = cache.length(seq, layer);  // throws for an unknown sequence or layer
   const int G = cfg.q_heads / cfg.kv_heads;
   const int D = cfg.head_dim;
-  const std::int64_t T = cache.length(seq, layer);
   BGTQ_REQUIRE(T > 0, errc::invalid_argument, "reference_attention: empty sequence");
   const double sc = scale == 0.0 ? 1.0 / std::sqrt(static_cast<double>(D)) : scale;
   std::vector<float> k(static_cast<std::size_t>(T) * D), v(static_cast<std::size_t>(T) * D);

@@ -128,8 +128,9 @@ class kv_cache {
   kv_cache(const kv_cache&) = delete;
   kv_cache& operator=(const kv_cache&) = delete;
   //! A moved-from cache is empty: no layers, heads, pages or sequences (config() is a
-  //! default cache_config, the byte counts are 0), so every (layer, head) or sequence
-  //! it is asked for is not_found and attention_workspace refuses it.
+  //! default cache_config, the byte counts are 0, group_size() 0), so every (layer,
+  //! head), page or sequence it is asked for is not_found, and add_sequence and
+  //! attention_workspace refuse it (invalid_argument).
   kv_cache(kv_cache&& o) noexcept { *this = std::move(o); }
   kv_cache& operator=(kv_cache&& o) noexcept {
     if (this == &o) return *this;
@@ -152,13 +153,15 @@ class kv_cache {
   }
 
   const cache_config& config() const noexcept { return cfg_; }
-  int group_size() const noexcept { return cfg_.q_heads / cfg_.kv_heads; }
+  //! q_heads / kv_heads (0 for an empty, moved-from cache).
+  int group_size() const noexcept { return cfg_.kv_heads > 0 ? cfg_.q_heads / cfg_.kv_heads : 0; }
   const key_state& key(int layer, int h) const { return keys_[head_index(layer, h)]; }
   const value_state& value(int layer, int h) const { return values_[head_index(layer, h)]; }
 
   // ------------------------------------------------------------------ sequences
   //! Starts a new, empty sequence and returns its id (ids of freed sequences are reused).
   int add_sequence() {
+    BGTQ_REQUIRE(cfg_.layers >= 1, errc::invalid_argument, "kv_cache: add_sequence on an empty (moved-from) cache");
     int id = -1;
     for (std::size_t i = 0; i < seqs_.size(); ++i)
       if (!seqs_[i].live) {
