@@ -362,11 +362,12 @@ inline void scale_extreme_rows(std::vector<float>& x, std::size_t row) {
   }
 }
 
-//! Largest |a - b| over max |b| (0 when b is all zero and a equals it); non-finite a gives +inf.
+//! Largest |a - b| over max |b| (0 when b is all zero and a equals it); a non-finite a
+//! or b gives +inf (a NaN in the reference b would otherwise drop out of the maxima).
 inline double rel_max_error(const std::vector<float>& a, const std::vector<float>& b) {
   double num = 0.0, den = 0.0;
   for (std::size_t i = 0; i < a.size(); ++i) {
-    if (!std::isfinite(a[i])) return INFINITY;
+    if (!std::isfinite(a[i]) || !std::isfinite(b[i])) return INFINITY;
     num = std::max(num, std::fabs(static_cast<double>(a[i]) - b[i]));
     den = std::max(den, std::fabs(static_cast<double>(b[i])));
   }

@@ -279,11 +279,13 @@ struct decode_check {
   //! leave there: the outputs must not change (an Inf radius times a zero weight is NaN,
   //! so any use of one shows)
   bool poison_tail = false;
-  //! every sequence's first third of tokens gets zero keys (scores 0) and values along
-  //! e1; the rest keys along the sequence's query head h G (KV head h) scoring 15.5 for
-  //! it, and one common value row of norm ~1.1e30 (stored exactly by fp32 radii). Those
-  //! weights reach e^15.5 unless the running max is raised as soon as a score beats it,
-  //! and then the value sums overflow float (all-NaN outputs; errors.md row 18)
+  //! every sequence's first 256 tokens (a CPU span of 4 pages of 64, two CUDA-core
+  //! tiles) get zero keys (scores 0) and values along e1; the rest keys along the
+  //! sequence's query head h G (KV head h) scoring 15.75 for it (below 16 still once
+  //! quantized at 8 bits), and one common value row of norm 1.2e30 (below the
+  //! fp32 radius clamp 2^100: stored exactly). Those weights reach e^15.75 unless the
+  //! running max is raised as soon as a score beats it, and then the value sums
+  //! overflow float (NaN outputs; errors.md row 18)
   bool score_jump = false;
   //! the kernel the launch must report it ran, 1 tensor or 0 CUDA cores, for a fallback
   //! the caller provoked; -1: what `path` and the layer decide (automatic takes the
@@ -319,17 +321,21 @@ inline check_report gpu_check_decode(const shape& s, const method& m, const std:
     rep.what += " score jump";
     jump = [&](std::size_t b, int, std::vector<float>& k, std::vector<float>& v) {
       const std::size_t D = static_cast<std::size_t>(s.head_dim), row = static_cast<std::size_t>(s.kv_heads) * D;
-      const std::size_t len = k.size() / row, first = len / 3;
+      const std::size_t len = k.size() / row, first = std::min<std::size_t>(len, 256);
       for (std::size_t h = 0; h < static_cast<std::size_t>(s.kv_heads); ++h) {
         const float* qh = q.data() + (b * static_cast<std::size_t>(s.q_heads) + h * static_cast<std::size_t>(G)) * D;
         const double qq = bgtq::detail::norm_sq_double(qh, D);
         std::vector<float> common(D);
-        for (std::size_t j = 0; j < D; ++j) common[j] = v[first * row + h * D + j] * 1e29f;
+        if (first < len) {
+          const float* v0 = v.data() + first * row + h * D;
+          const double vn = std::sqrt(bgtq::detail::norm_sq_double(v0, D));
+          for (std::size_t j = 0; j < D; ++j) common[j] = static_cast<float>(v0[j] * (1.2e30 / vn));
+        }
         for (std::size_t t = 0; t < len; ++t) {
           float* kt = k.data() + t * row + h * D;
           float* vt = v.data() + t * row + h * D;
           for (std::size_t j = 0; j < D; ++j) {
-            kt[j] = t < first ? 0.0f : static_cast<float>(qh[j] * (15.5 / (sc * qq)));
+            kt[j] = t < first ? 0.0f : static_cast<float>(qh[j] * (15.75 / (sc * qq)));
             vt[j] = t < first ? (j == 1 ? 1.0f : 0.0f) : common[j];
           }
         }

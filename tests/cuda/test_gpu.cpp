@@ -621,16 +621,19 @@ TEST_CASE("tensor-core decode: tiny and large value radii (the accumulator's 2^E
   }
 }
 
-TEST_CASE("decode_attention on CUDA cores: scores jumping by 15.5 onto fp32 value radii near 2^100 stay finite",
+TEST_CASE("decode_attention on CUDA cores: scores jumping by 15.75 onto fp32 value radii of 1.2e30 stay finite",
           "[gpu][decode][errors]") {
   require_device();
   // errors.md row 18: the weights times such radii overflowed float when the running max
-  // was raised only past a margin of 16 (the tensor cores keep an exact max, fp16 radii)
-  method fp32 = tq_method(3);
+  // was raised only past a margin of 16 (the tensor cores keep an exact max, fp16 radii).
+  // 8-bit keys, so that the quantized scores stay near 15.75, below 16; one split (and
+  // two) holds 256 zero-score tokens and then hundreds at the jump; the planned split
+  // count is checked too (its later splits start past the jump)
+  method fp32 = tq_method(8);
   fp32.fp32_radius = true;
-  fp32.name = "tq3-fp32-radii";
-  const std::vector<int> lengths{700, 130};
-  for (const int splits : {0, 1}) {
+  fp32.name = "tq8-fp32-radii";
+  const std::vector<int> lengths{1000, 300};
+  for (const int splits : {0, 1, 2}) {
     const shape s = decode_shape(128, 2, 4, 0, 0, lengths);
     const check_report r = gpu_check_decode(s, fp32, lengths, {.splits = splits, .seed = 990, .score_jump = true});
     INFO(r.what);
