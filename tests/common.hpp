@@ -7,6 +7,8 @@
 
 #include <catch2/catch.hpp>
 
+#include <bgtq/core/error.hpp>
+
 namespace bgtq_test {
 
 //! Ends this test program with ctest's skip code (77), printing why. Each TEST_CASE is
@@ -32,6 +34,17 @@ inline std::string require_data(const std::string& rel) {
   const std::string p = d + "/" + rel;
   if (!std::filesystem::exists(p)) skip_test(p + " is absent");
   return p;
+}
+
+//! The code of the bgtq::error that f() throws, or errc::ok when it throws none.
+template <class F>
+bgtq::errc error_code_of(F&& f) {
+  try {
+    f();
+  } catch (const bgtq::error& e) {
+    return e.code();
+  }
+  return bgtq::errc::ok;
 }
 
 //! Path of the built bgtq CLI.

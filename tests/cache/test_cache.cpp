@@ -10,6 +10,7 @@
 #include <limits>
 
 #include "cache_fixtures.hpp"
+#include "common.hpp"
 
 using namespace bgtq_test;
 
@@ -223,32 +224,24 @@ TEMPLATE_TEST_CASE("a moved-from cache is empty: its heads and sequences are not
     CHECK(c.bytes_reserved() == 0);
     CHECK(c.bytes_used() == 0);
     CHECK(c.pool().empty());
-    const auto code = [](auto&& f) {
-      try {
-        f();
-      } catch (const bgtq::error& e) {
-        return e.code();
-      }
-      return bgtq::errc::ok;
-    };
-    CHECK(code([&] { (void)c.head_page_bytes(0, 0); }) == bgtq::errc::not_found);
-    CHECK(code([&] { (void)c.bytes_per_token(0, 0); }) == bgtq::errc::not_found);
-    CHECK(code([&] { (void)c.page_ptr(0, 0, 0); }) == bgtq::errc::not_found);
-    CHECK(code([&] { (void)c.page_base(0, 0); }) == bgtq::errc::not_found);
-    CHECK(code([&] { (void)c.length(s, 0); }) == bgtq::errc::not_found);
-    CHECK(code([&] { c.append(s, 0, k.data(), v.data(), 1); }) == bgtq::errc::not_found);
-    CHECK(code([&] { bgtq::attention_workspace ws(c); }) == bgtq::errc::invalid_argument);
-    CHECK(code([&] { (void)c.add_sequence(); }) == bgtq::errc::invalid_argument);
+    CHECK(error_code_of([&] { (void)c.head_page_bytes(0, 0); }) == bgtq::errc::not_found);
+    CHECK(error_code_of([&] { (void)c.bytes_per_token(0, 0); }) == bgtq::errc::not_found);
+    CHECK(error_code_of([&] { (void)c.page_ptr(0, 0, 0); }) == bgtq::errc::not_found);
+    CHECK(error_code_of([&] { (void)c.page_base(0, 0); }) == bgtq::errc::not_found);
+    CHECK(error_code_of([&] { (void)c.length(s, 0); }) == bgtq::errc::not_found);
+    CHECK(error_code_of([&] { c.append(s, 0, k.data(), v.data(), 1); }) == bgtq::errc::not_found);
+    CHECK(error_code_of([&] { bgtq::attention_workspace ws(c); }) == bgtq::errc::invalid_argument);
+    CHECK(error_code_of([&] { (void)c.add_sequence(); }) == bgtq::errc::invalid_argument);
     CHECK(c.group_size() == 0);
     // a workspace of a live cache does not fit it, and an empty batch still names the layer
     std::vector<float> q(static_cast<std::size_t>(4 * D), 0.5f), o(q.size());
     CHECK_FALSE(ws_live.fits(c));
     CHECK_FALSE(ws_live.fits(c, 0));
-    CHECK(code([&] { bgtq::decode_attention(c, 0, std::span<const int>(), q.data(), o.data(), ws_live); }) ==
+    CHECK(error_code_of([&] { bgtq::decode_attention(c, 0, std::span<const int>(), q.data(), o.data(), ws_live); }) ==
           bgtq::errc::not_found);
-    CHECK(code([&] { bgtq::decode_attention(c, 0, std::span<const int>(&s, 1), q.data(), o.data(), ws_live); }) ==
+    CHECK(error_code_of([&] { bgtq::decode_attention(c, 0, std::span<const int>(&s, 1), q.data(), o.data(), ws_live); }) ==
           bgtq::errc::not_found);
-    CHECK(code([&] { bgtq::reference_attention(c, 0, s, q.data(), o.data()); }) == bgtq::errc::not_found);
+    CHECK(error_code_of([&] { bgtq::reference_attention(c, 0, s, q.data(), o.data()); }) == bgtq::errc::not_found);
   };
   auto moved = std::move(cache);
   expect_empty(cache);

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "common.hpp"
+
 
 namespace {
 
@@ -360,42 +362,35 @@ TEST_CASE("a block with zero energy scores exactly zero", "[energy]") {
 
 TEST_CASE("energy_estimator rejects bad shapes and arguments", "[energy]") {
   rope_layout r(8, rope_pairing::interleaved);
-  auto code_of = [](auto&& f) {
-    try {
-      f();
-    } catch (const bgtq::error& e) {
-      return e.code();
-    }
-    return bgtq::errc::ok;
-  };
+  using bgtq_test::error_code_of;
   using bgtq::errc;
-  REQUIRE(code_of([&] { energy_estimator(0, 4, 2, r); }) == errc::invalid_argument);
-  REQUIRE(code_of([&] { energy_estimator(1, 6, 4, r); }) == errc::invalid_argument);
-  REQUIRE(code_of([&] { energy_estimator(1, 4, 0, r); }) == errc::invalid_argument);
+  REQUIRE(error_code_of([&] { energy_estimator(0, 4, 2, r); }) == errc::invalid_argument);
+  REQUIRE(error_code_of([&] { energy_estimator(1, 6, 4, r); }) == errc::invalid_argument);
+  REQUIRE(error_code_of([&] { energy_estimator(1, 4, 0, r); }) == errc::invalid_argument);
   rope_layout bad = r;
   bad.rotary_dim = 3;
-  REQUIRE(code_of([&] { energy_estimator(1, 4, 2, bad); }) == errc::invalid_argument);
+  REQUIRE(error_code_of([&] { energy_estimator(1, 4, 2, bad); }) == errc::invalid_argument);
 
   energy_estimator est(2, 4, 2, r);
   std::vector<float> q(5 * 4 * 8, 1.0f), k(5 * 2 * 8, 1.0f);
   auto qv = bgtq::strided_heads<float>::contiguous(q.data(), 5, 4, 8);
   auto kv = bgtq::strided_heads<float>::contiguous(k.data(), 5, 2, 8);
-  REQUIRE(code_of([&] { est.add(2, q.data(), k.data(), 5); }) == errc::invalid_argument);
-  REQUIRE(code_of([&] { est.add(-1, q.data(), k.data(), 5); }) == errc::invalid_argument);
-  REQUIRE(code_of([&] { est.add(0, static_cast<const float*>(nullptr), k.data(), 5); }) == errc::invalid_argument);
+  REQUIRE(error_code_of([&] { est.add(2, q.data(), k.data(), 5); }) == errc::invalid_argument);
+  REQUIRE(error_code_of([&] { est.add(-1, q.data(), k.data(), 5); }) == errc::invalid_argument);
+  REQUIRE(error_code_of([&] { est.add(0, static_cast<const float*>(nullptr), k.data(), 5); }) == errc::invalid_argument);
   auto q_short = qv;
   q_short.tokens = 4;
-  REQUIRE(code_of([&] { est.add(0, q_short, kv); }) == errc::shape_mismatch);
+  REQUIRE(error_code_of([&] { est.add(0, q_short, kv); }) == errc::shape_mismatch);
   auto q_heads = bgtq::strided_heads<float>::contiguous(q.data(), 5, 2, 8);
-  REQUIRE(code_of([&] { est.add(0, q_heads, kv); }) == errc::shape_mismatch);
+  REQUIRE(error_code_of([&] { est.add(0, q_heads, kv); }) == errc::shape_mismatch);
   auto k_dim = bgtq::strided_heads<float>::contiguous(k.data(), 5, 2, 6);
-  REQUIRE(code_of([&] { est.add(0, qv, k_dim); }) == errc::shape_mismatch);
+  REQUIRE(error_code_of([&] { est.add(0, qv, k_dim); }) == errc::shape_mismatch);
   REQUIRE(est.tokens(0) == 0);
   est.add(0, qv, kv);
   REQUIRE(est.tokens(0) == 5);
-  REQUIRE(code_of([&] { (void)est.score(0, 2, 0); }) == errc::invalid_argument);
-  REQUIRE(code_of([&] { (void)est.score(0, 0, 4); }) == errc::invalid_argument);
-  REQUIRE(code_of([&] { (void)est.tokens(7); }) == errc::invalid_argument);
+  REQUIRE(error_code_of([&] { (void)est.score(0, 2, 0); }) == errc::invalid_argument);
+  REQUIRE(error_code_of([&] { (void)est.score(0, 0, 4); }) == errc::invalid_argument);
+  REQUIRE(error_code_of([&] { (void)est.tokens(7); }) == errc::invalid_argument);
 }
 
 TEST_CASE("energy_estimator refuses shapes beyond what a plan holds, before allocating", "[energy]") {

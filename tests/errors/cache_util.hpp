@@ -1,6 +1,8 @@
 #pragma once
 // Builders for the cache rows of the bad-input contract and the numeric tests: small
 // plans and caches of every codec, rows from counter_rng.
+#include <catch2/catch.hpp>
+
 #include <bgtq/attention/decode.hpp>
 #include <bgtq/attention/reference.hpp>
 #include <bgtq/cache/factory.hpp>
@@ -87,6 +89,22 @@ std::vector<float> attend(const Cache& cache, int layer, int seq, const std::vec
   const int s[1] = {seq};
   bgtq::decode_attention(cache, layer, std::span<const int>(s, 1), q.data(), out.data(), ws, scale);
   return out;
+}
+
+//! decode_attention of (seq, layer 0) must be finite and within `margin` of
+//! reference_attention, output by output; returns the reference.
+template <class Cache>
+std::vector<float> require_matches_reference(const Cache& cache, int seq, const std::vector<float>& q, double margin,
+                                             float scale = 0.0f) {
+  const auto out = attend(cache, 0, seq, q, scale);
+  std::vector<float> ref(q.size());
+  bgtq::reference_attention(cache, 0, seq, q.data(), ref.data(), scale);
+  for (std::size_t i = 0; i < out.size(); ++i) {
+    INFO("output " << i << ": " << out[i] << " vs the reference's " << ref[i]);
+    REQUIRE(std::isfinite(out[i]));
+    REQUIRE(out[i] == Approx(ref[i]).margin(margin));
+  }
+  return ref;
 }
 
 inline bool all_finite(const std::vector<float>& x) {

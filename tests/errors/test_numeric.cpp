@@ -25,18 +25,6 @@ using namespace errors_test;
 
 namespace {
 
-template <class Cache>
-void require_matches_reference(const Cache& cache, int seq, const std::vector<float>& q, double margin, float scale = 0.0f) {
-  const auto out = attend(cache, 0, seq, q, scale);
-  std::vector<float> ref(q.size());
-  bgtq::reference_attention(cache, 0, seq, q.data(), ref.data(), scale);
-  for (std::size_t i = 0; i < out.size(); ++i) {
-    INFO("output " << i);
-    REQUIRE(std::isfinite(out[i]));
-    REQUIRE(out[i] == Approx(ref[i]).margin(margin));
-  }
-}
-
 
 //! The mean of the decoded values of (seq s, layer 0, KV head 0) over its T tokens.
 template <class Cache>

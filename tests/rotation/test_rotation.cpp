@@ -22,6 +22,8 @@
 #include <thread>
 #include <vector>
 
+#include "common.hpp"
+
 namespace {
 
 static_assert(bgtq::rotation<bgtq::identity_rotation>);
@@ -608,28 +610,21 @@ TEST_CASE("any_rotation dispatches to the policy of its kind", "[rotation]") {
 }
 
 TEST_CASE("bad dimensions and kinds give bgtq::error(invalid_argument)", "[rotation]") {
-  auto code_of = [](auto&& f) {
-    try {
-      f();
-    } catch (const bgtq::error& e) {
-      return e.code();
-    }
-    return bgtq::errc::ok;
-  };
+  using bgtq_test::error_code_of;
   using bgtq::errc;
-  CHECK(code_of([] { bgtq::identity_rotation r(0); }) == errc::invalid_argument);
-  CHECK(code_of([] { bgtq::haar_rotation r(0, 1); }) == errc::invalid_argument);
-  CHECK(code_of([] { bgtq::haar_rotation r(-4, 1); }) == errc::invalid_argument);
-  CHECK(code_of([] { bgtq::haar_rotation r(bgtq::max_rotation_dim + 1, 1); }) == errc::invalid_argument);
-  CHECK(code_of([] { bgtq::hadamard_rotation r(0, 1); }) == errc::invalid_argument);
-  CHECK(code_of([] { bgtq::hadamard_rotation r(6, 1); }) == errc::invalid_argument);
-  CHECK(code_of([] { bgtq::hadamard_rotation r(96, 1); }) == errc::invalid_argument);
-  CHECK(code_of([] { bgtq::hadamard_rotation r(8192, 1); }) == errc::invalid_argument);
-  CHECK(code_of([] { bgtq::structured_rotation r(0, 1); }) == errc::invalid_argument);
-  CHECK(code_of([] { bgtq::structured_rotation r(-3, 1); }) == errc::invalid_argument);
-  CHECK(code_of([] { bgtq::structured_rotation r(bgtq::max_rotation_dim + 2, 1); }) == errc::invalid_argument);
-  CHECK(code_of([] { bgtq::any_rotation r(bgtq::rotation_kind::hadamard, 12, 1); }) == errc::invalid_argument);
-  CHECK(code_of([] { bgtq::any_rotation r(static_cast<bgtq::rotation_kind>(9), 8, 1); }) == errc::invalid_argument);
+  CHECK(error_code_of([] { bgtq::identity_rotation r(0); }) == errc::invalid_argument);
+  CHECK(error_code_of([] { bgtq::haar_rotation r(0, 1); }) == errc::invalid_argument);
+  CHECK(error_code_of([] { bgtq::haar_rotation r(-4, 1); }) == errc::invalid_argument);
+  CHECK(error_code_of([] { bgtq::haar_rotation r(bgtq::max_rotation_dim + 1, 1); }) == errc::invalid_argument);
+  CHECK(error_code_of([] { bgtq::hadamard_rotation r(0, 1); }) == errc::invalid_argument);
+  CHECK(error_code_of([] { bgtq::hadamard_rotation r(6, 1); }) == errc::invalid_argument);
+  CHECK(error_code_of([] { bgtq::hadamard_rotation r(96, 1); }) == errc::invalid_argument);
+  CHECK(error_code_of([] { bgtq::hadamard_rotation r(8192, 1); }) == errc::invalid_argument);
+  CHECK(error_code_of([] { bgtq::structured_rotation r(0, 1); }) == errc::invalid_argument);
+  CHECK(error_code_of([] { bgtq::structured_rotation r(-3, 1); }) == errc::invalid_argument);
+  CHECK(error_code_of([] { bgtq::structured_rotation r(bgtq::max_rotation_dim + 2, 1); }) == errc::invalid_argument);
+  CHECK(error_code_of([] { bgtq::any_rotation r(bgtq::rotation_kind::hadamard, 12, 1); }) == errc::invalid_argument);
+  CHECK(error_code_of([] { bgtq::any_rotation r(static_cast<bgtq::rotation_kind>(9), 8, 1); }) == errc::invalid_argument);
   try {
     bgtq::hadamard_rotation r(6, 1);
   } catch (const bgtq::error& e) {

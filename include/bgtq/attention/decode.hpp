@@ -119,7 +119,7 @@ class attention_workspace {
   template <class Cache>
   bool fits(const Cache& c) const {
     const auto& cfg = c.config();
-    if (cfg.layers < 1 || cfg.kv_heads < 1) return false;  // an empty (moved-from) cache
+    if (cfg.layers < 1) return false;  // an empty (moved-from) cache
     for (int l = 0; l < cfg.layers; ++l)
       if (!fits(c, l)) return false;
     return true;
