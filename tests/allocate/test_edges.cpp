@@ -143,7 +143,15 @@ TEST_CASE("budget_for: fractional averages and the float guard", "[allocate][bud
   require_error([] { bgtq::budget_for(std::numeric_limits<double>::infinity(), 4); }, bgtq::errc::invalid_argument,
                 {"avg_bits"});
   require_error([] { bgtq::budget_for(3.0, 0); }, bgtq::errc::invalid_argument, {"blocks = 0"});
-  require_error([] { bgtq::budget_for(1e300, 4); }, bgtq::errc::invalid_argument, {"too large"});
+  // the guard is relative too: products near 1e8 are off by more than 1e-9
+  REQUIRE(bgtq::budget_for(0.29, 100000000) == 29000000);   // 28999999.999999996
+  REQUIRE(bgtq::budget_for(2.3, 100000000) == 230000000);   // 229999999.99999997
+  REQUIRE(bgtq::budget_for(2.99, 100000000) == 299000000);
+  REQUIRE(bgtq::budget_for(2.9999999, 100000000) == 299999990);  // a genuine fraction at that size
+  REQUIRE(bgtq::budget_for(2.999999999, 100000000) == 299999999);
+  // past 2^53 the budget is 2^53: the allocators cap it to L * b_max (errors row 9)
+  REQUIRE(bgtq::budget_for(1e300, 4) == (std::int64_t{1} << 53));
+  REQUIRE(bgtq::budget_for(1e9, 10000000) == (std::int64_t{1} << 53));
 }
 
 TEST_CASE("bad scores are rejected with their index", "[allocate][errors]") {

@@ -152,6 +152,24 @@ TEST_CASE("errors row 8: a non-finite or negative avg_bits is an invalid_argumen
   const std::vector<double> s = {1, std::numeric_limits<double>::quiet_NaN()};
   require_error([&] { (void)bgtq::greedy_allocator::allocate({.scores = s, .budget = 4}); }, bgtq::errc::non_finite,
                 {"score 1"});
+  // finite scores whose objective overflows double: every allocator refuses them (the
+  // DP's costs were all +Inf, and it returned eight zero widths for a budget of 8)
+  const std::vector<double> huge(8, 1.7e308);
+  for (auto run : {+[](const bgtq::allocation_request& r) { return bgtq::greedy_allocator::allocate(r); },
+                   +[](const bgtq::allocation_request& r) { return bgtq::dp_allocator::allocate(r); },
+                   +[](const bgtq::allocation_request& r) { return bgtq::uniform_allocator::allocate(r); }})
+    require_error([&] { (void)run({.scores = huge, .budget = 8, .b_min = 0, .b_max = 1}); }, bgtq::errc::invalid_argument,
+                  {"scores are too large", "overflows double", "1.7e+308"});
+  const std::vector<double> one = {1.0};
+  const std::vector<std::span<const double>> pools = {one, huge};
+  require_error([&] { (void)bgtq::allocate_pooled(pools, 9, 0, 1, bgtq::distortion_table::rate4()); },
+                bgtq::errc::invalid_argument, {"pool 1: ", "scores are too large"});
+  // the same scores divided by a common factor allocate (every block at its one bit)
+  std::vector<double> scaled = huge;
+  for (double& x : scaled) x /= 1e10;
+  const auto a = bgtq::dp_allocator::allocate({.scores = scaled, .budget = 8, .b_min = 0, .b_max = 1});
+  REQUIRE(a.total_bits == 8);
+  REQUIRE(std::isfinite(a.objective));
 }
 
 TEST_CASE("errors row 9: avg_bits above b_max caps the budget with a warning", "[errors]") {
@@ -166,6 +184,10 @@ TEST_CASE("errors row 9: avg_bits above b_max caps the budget with a warning", "
   const auto b = bgtq::greedy_allocator::allocate({.scores = s, .budget = 24, .b_min = 1, .b_max = 6});
   REQUIRE_FALSE(b.capped);
   REQUIRE(b.warning.empty());
+  // an avg_bits whose budget passes 2^53 is capped the same way, not refused
+  const auto c = bgtq::greedy_allocator::allocate({.scores = s, .budget = bgtq::budget_for(1e300, 4), .b_min = 1, .b_max = 6});
+  REQUIRE(c.capped);
+  REQUIRE(c.bits == std::vector<int>{6, 6, 6, 6});
 }
 
 TEST_CASE("errors row 10: a plan file with a bad checksum is a checksum_mismatch", "[errors]") {

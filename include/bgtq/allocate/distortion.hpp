@@ -4,7 +4,8 @@
 //! J(b) = sum_i s_i D(b_i). The paper's law is D(b) = 4^-b ("rate4"); the codebook's
 //! measured unit-vector MSE table is the other law the library ships (see
 //! docs/theory.md). Greedy allocation is optimal exactly when D is convex
-//! (D(b) - D(b+1) non-increasing in b); `validate()` enforces that.
+//! (D(b) - D(b+1) non-increasing in b); `validate()` enforces that (`validate(false)`,
+//! for the exact dynamic program, only the decrease).
 //!
 //! Naming note: the codebook family provides a *function* that returns the measured
 //! table as a std::array. Should it be called `bgtq::distortion_table(kind, dim)` too,
@@ -53,11 +54,12 @@ struct distortion_table {
   }
 
   //! Checks that the table is a valid law for the allocators: every entry finite and
-  //! >= 0, D(0) > 0, non-increasing (D(b+1) <= D(b)), and convex: the gains
-  //! D(b) - D(b+1) are non-increasing in b, up to an absolute slack of 1e-12 * D(0)
-  //! for rounding in measured tables. Zero gains are allowed (a law that saturates).
+  //! >= 0, D(0) > 0, non-increasing (D(b+1) <= D(b)), and (unless `require_convex` is
+  //! false: the dynamic program's laws) convex: the gains D(b) - D(b+1) are
+  //! non-increasing in b, up to an absolute slack of 1e-12 * D(0) for rounding in
+  //! measured tables. Zero gains are allowed (a law that saturates).
   //! @throws bgtq::error(invalid_argument) naming the first offending b and values.
-  void validate() const {
+  void validate(bool require_convex = true) const {
     for (int b = 0; b <= 8; ++b) {
       const double v = d[static_cast<std::size_t>(b)];
       BGTQ_REQUIRE(std::isfinite(v) && v >= 0.0, errc::invalid_argument,
@@ -71,6 +73,7 @@ struct distortion_table {
                    "distortion table is not decreasing at b = " + std::to_string(b) + ": D(" + std::to_string(b) +
                        ") = " + detail::alloc_num(hi) + " < D(" + std::to_string(b + 1) + ") = " + detail::alloc_num(lo));
     }
+    if (!require_convex) return;
     const double slack = 1e-12 * d[0];
     for (int b = 0; b + 1 < 8; ++b) {
       const double g0 = gain(b), g1 = gain(b + 1);

@@ -2,7 +2,8 @@
 //! @file allocate/dp.hpp
 //! Exact dynamic program: the reference the greedy allocator is tested against. It
 //! needs no convexity, so it is also the allocator of choice for a law that is not
-//! convex (validate() still rejects such tables for the public allocators).
+//! convex: it accepts any non-increasing table (distortion_table::validate(false)),
+//! where greedy and uniform refuse a non-convex one.
 
 #include <cstddef>
 #include <cstdint>
@@ -29,7 +30,7 @@ struct dp_allocator {
   //! @throws bgtq::error as described for bit_allocator (concepts.hpp), and
   //! bgtq::error(unsupported) if L * (K + 1) > max_cells (use greedy_allocator).
   static allocation allocate(const allocation_request& r) {
-    const detail::resolved_budget rb = detail::validate_request(r);
+    const detail::resolved_budget rb = detail::validate_request(r, /*require_convex=*/false);
     const std::size_t n = r.scores.size();
     const auto K = static_cast<std::size_t>(rb.budget - static_cast<std::int64_t>(n) * r.b_min);
     const int w = r.b_max - r.b_min;

@@ -115,6 +115,7 @@ inline std::vector<allocation> allocate_pooled(std::span<const std::span<const d
                  "pooled allocation: pool " + std::to_string(p) + " has no scores");
     for (std::size_t i = 0; i < pools[p].size(); ++i)
       detail::check_score(pools[p][i], "pool " + std::to_string(p) + " ", i);
+    detail::check_objective_finite(pools[p], d.d[static_cast<std::size_t>(b_min)], "pool " + std::to_string(p) + ": ");
     total += pools[p].size();
   }
   const detail::resolved_budget rb = detail::resolve_budget(total_budget, total, b_min, b_max);

@@ -3,6 +3,7 @@
 //! What every bit allocator takes and returns, the budget rule B = floor(avg_bits * L),
 //! the objective J = sum_i s_i D(b_i), and the request validation all allocators share.
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
@@ -17,19 +18,24 @@
 namespace bgtq {
 
 //! Total bit budget for `num_blocks` blocks at `avg_bits` bits each on average:
-//! floor(avg_bits * num_blocks + 1e-9). The 1e-9 guards products such as 3.0 * 64 or
-//! 2.5 * 3 that land a rounding error below an integer; fractional averages are allowed.
-//! @throws bgtq::error(invalid_argument) if avg_bits is negative, NaN or infinite,
-//! num_blocks < 1, or the product exceeds 2^53.
+//! floor(avg_bits * num_blocks + guard), guard = max(1e-9, 1e-12 * avg_bits * num_blocks).
+//! The guard lifts products such as 0.29 * 100 (28.999999999999996 in double) or
+//! 2.3 * 1e8 that land a rounding error below an integer; its relative part keeps that
+//! true at any size (a double product is off by at most ~2e-16 of itself), while a
+//! genuine fraction (2.99 * 10) is still floored. Fractional averages are allowed.
+//! A product above 2^53 gives 2^53: every allocator caps a budget above L * b_max
+//! (< 2^35 for an int L), so the result is the same capped allocation.
+//! @throws bgtq::error(invalid_argument) if avg_bits is negative, NaN or infinite, or
+//! num_blocks < 1.
 inline std::int64_t budget_for(double avg_bits, int num_blocks) {
   BGTQ_REQUIRE(std::isfinite(avg_bits) && avg_bits >= 0.0, errc::invalid_argument,
                "avg_bits = " + detail::alloc_num(avg_bits) + " (must be finite and >= 0)");
   BGTQ_REQUIRE(num_blocks >= 1, errc::invalid_argument,
                "number of blocks = " + std::to_string(num_blocks) + " (must be >= 1)");
-  const double total = avg_bits * static_cast<double>(num_blocks) + 1e-9;
-  BGTQ_REQUIRE(total <= 9007199254740992.0, errc::invalid_argument,
-               "avg_bits = " + detail::alloc_num(avg_bits) + " times " + std::to_string(num_blocks) +
-                   " blocks is too large a budget");
+  constexpr double two53 = 9007199254740992.0;
+  const double product = avg_bits * static_cast<double>(num_blocks);
+  const double total = product + std::max(1e-9, 1e-12 * product);
+  if (!(total < two53)) return static_cast<std::int64_t>(two53);
   return static_cast<std::int64_t>(std::floor(total));
 }
 
@@ -115,13 +121,30 @@ inline resolved_budget resolve_budget(std::int64_t budget, std::size_t num_block
   return r;
 }
 
+//! Checks that no objective sum_i s_i D(b_i) of widths in [b_min, ...] can overflow
+//! double: its largest value is sum_i s_i D(b_min) (D is non-increasing). Finite scores
+//! near DBL_MAX would otherwise make every cost +Inf, and an allocator comparing costs
+//! could return widths that do not even spend the budget. `where` prefixes the message.
+//! @throws bgtq::error(invalid_argument) naming the sum and what to do.
+inline void check_objective_finite(std::span<const double> scores, double d_b_min, const std::string& where) {
+  double worst = 0.0;
+  for (double s : scores) worst += s * d_b_min;
+  BGTQ_REQUIRE(std::isfinite(worst), errc::invalid_argument,
+               where + "the scores are too large: sum of score x D(b_min) overflows double (scores up to " +
+                   detail::alloc_num(*std::max_element(scores.begin(), scores.end())) +
+                   "); divide them by a common factor, which does not change the allocation");
+}
+
 //! Validates a request (non-empty finite non-negative scores, width range, table,
-//! feasibility) and returns the budget to spend.
-inline resolved_budget validate_request(const allocation_request& r) {
+//! feasibility, an objective that stays finite) and returns the budget to spend.
+//! `require_convex` = false accepts a non-convex (still non-increasing) law: for the
+//! exact dynamic program, which does not rely on convexity.
+inline resolved_budget validate_request(const allocation_request& r, bool require_convex = true) {
   BGTQ_REQUIRE(!r.scores.empty(), errc::invalid_argument, "allocation request has no scores (no blocks)");
   check_width_range(r.b_min, r.b_max);
-  r.distortion.validate();
+  r.distortion.validate(require_convex);
   for (std::size_t i = 0; i < r.scores.size(); ++i) check_score(r.scores[i], "", i);
+  check_objective_finite(r.scores, r.distortion.d[static_cast<std::size_t>(r.b_min)], "");
   return resolve_budget(r.budget, r.scores.size(), r.b_min, r.b_max);
 }
 
