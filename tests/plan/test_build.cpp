@@ -1,6 +1,7 @@
 // build_plan: energies -> widths -> groups, per scope, and the radius-charging option.
 #include <catch2/catch.hpp>
 
+#include <bgtq/cache/factory.hpp>
 #include <bgtq/codec/block_gtq.hpp>
 #include <bgtq/plan/build.hpp>
 
@@ -138,6 +139,53 @@ TEST_CASE("charge_radii keeps a head within the bytes of uniform TQ-MSE", "[plan
       }
     }
   }
+}
+
+TEST_CASE("charge_radii: stored bytes within uniform TQ-MSE's in bit-plane pages, not always token-major", "[plan]") {
+  // The budget counts code bits and radii. Bit-plane pages store exactly that (b-bit codes
+  // packed across the page's tokens); token-major pages round each group's codes up to
+  // whole bytes per token, which the budget does not see (docs/integration.md).
+  bgtq::counter_rng rng(77);
+  int checked = 0;
+  for (int D : {8, 16, 32, 64, 128})
+    for (auto pairing : {bgtq::rope_pairing::half, bgtq::rope_pairing::interleaved}) {
+      const bgtq::rope_layout rope(D, pairing);
+      const int L = D / 2, heads = 8;
+      std::vector<double> s(static_cast<std::size_t>(heads * L));
+      for (double& x : s) x = std::pow(10.0, 4.0 * rng.uniform());  // random, spread over 4 decades
+      for (double bits : {2.0, 3.0, 4.0}) {
+        bgtq::plan_options o;
+        o.avg_bits = bits;
+        o.charge_radii = true;
+        const bgtq::plan p = bgtq::build_plan(1, heads, heads, rope, s, o);
+        const bgtq::plan u = bgtq::uniform_plan(1, heads, heads, rope, static_cast<int>(bits), o);
+        for (int h = 0; h < heads; ++h) {
+          INFO("D " << D << " bits " << bits << " head " << h);
+          const auto c = bgtq::block_gtq_codec::from_plan(p, 0, h), cu = bgtq::block_gtq_codec::from_plan(u, 0, h);
+          REQUIRE(bgtq::stored_bytes_per_token<bgtq::bit_plane_layout>(c) <=
+                  bgtq::stored_bytes_per_token<bgtq::bit_plane_layout>(cu));
+          ++checked;
+        }
+      }
+    }
+  REQUIRE(checked == 5 * 2 * 3 * 8);
+  // token-major: D = 32, three loud blocks give widths (3, 3, 3, 1 x 13): 18 + 26 code bits
+  // and two radii (76 bits) fit uniform 2-bit's 64 + 16, but token-major rounds the 3-bit
+  // group's 18 bits up to 3 bytes and the 1-bit group's 26 to 4: 7 bytes of codes and 4 of
+  // radii, 11 bytes a token against uniform's 10
+  const bgtq::rope_layout rope(32, bgtq::rope_pairing::interleaved);
+  std::vector<double> s(16, 1.0);
+  s[0] = s[1] = s[2] = 100.0;
+  bgtq::plan_options o;
+  o.avg_bits = 2.0;
+  o.charge_radii = true;
+  const bgtq::plan p = bgtq::build_plan(1, 1, 1, rope, s, o);
+  const bgtq::plan u = bgtq::uniform_plan(1, 1, 1, rope, 2, o);
+  REQUIRE(p.head(0, 0).widths == std::vector<int>{3, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1});
+  const auto c = bgtq::block_gtq_codec::from_plan(p, 0, 0), cu = bgtq::block_gtq_codec::from_plan(u, 0, 0);
+  REQUIRE(bgtq::stored_bytes_per_token<bgtq::bit_plane_layout>(c) == bgtq::stored_bytes_per_token<bgtq::bit_plane_layout>(cu));
+  REQUIRE(bgtq::stored_bytes_per_token<bgtq::token_major_layout>(c) == 11.0);
+  REQUIRE(bgtq::stored_bytes_per_token<bgtq::token_major_layout>(cu) == 10.0);
 }
 
 TEST_CASE("a pooled budget is rounded once per pool, not once per head", "[plan]") {

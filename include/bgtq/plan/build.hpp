@@ -32,8 +32,11 @@ struct plan_options {
   bool norm_correction = false;
   int haar_max_dim = 64;  //!< groups up to this dimension use a dense Haar rotation
   //! Charge every key group beyond the first its radius (16 bits fp16, 32 fp32) against
-  //! the bit budget, so a head costs no more bytes than uniform TQ-MSE at avg_bits
-  //! (per-head scope only; the budget is lowered until the allocation fits).
+  //! the bit budget, so a head costs no more bytes than uniform TQ-MSE at avg_bits in
+  //! bit-plane pages (the default layout; per-head scope only; the budget is lowered
+  //! until the allocation fits). Token-major pages round each group's codes up to whole
+  //! bytes per token, which the budget does not count: there a charged head can take a
+  //! byte or two more per token than uniform (D = 32: 11 against 10).
   bool charge_radii = false;
   std::uint64_t seed = 0x5eed;
 };
