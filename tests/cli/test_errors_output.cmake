@@ -38,9 +38,15 @@ endif()
 # -o and --json-out naming one file (also through ./ and ..): refused before any work,
 # nothing written
 file(MAKE_DIRECTORY ${WORK}/sub)
-foreach(twin "${WORK}/p.bin" "${WORK}/./p.bin" "${WORK}/sub/../p.bin")
+foreach(twin "${WORK}/p.bin" "${WORK}/./p.bin" "${WORK}/sub/../p.bin" "p.bin" "./p.bin" "sub/../p.bin")
   expect_failure(CMD calibrate RC 2 MATCH "-o and --json-out name the same file" DIR ${WORK} ABSENT ${WORK}/p.bin
-    ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 3 -o ${WORK}/p.bin --json-out ${twin} --quiet)
+    CWD ${WORK} ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 3 -o ${WORK}/p.bin --json-out ${twin} --quiet)
+endforeach()
+# relative spellings on both sides, run from ${WORK} (a bare "p.bin" not written yet was
+# compared unequal to "./p.bin": the JSON replaced the plan, exit 0)
+foreach(twin "./p.bin" "sub/../p.bin")
+  expect_failure(CMD calibrate RC 2 MATCH "-o and --json-out name the same file" DIR ${WORK} ABSENT ${WORK}/p.bin
+    CWD ${WORK} ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 3 -o p.bin --json-out ${twin} --quiet)
 endforeach()
 
 # an empty output path: a usage error before any work (eval would otherwise run to the end

@@ -9,10 +9,14 @@ set(ERRORS_DATA ${CMAKE_CURRENT_LIST_DIR}/data)
 
 # expect_failure(CMD <command> RC <1|2> [CATEGORY <errc name>] [MATCH <regex>]
 #                [DIR <dir checked for leftovers>] [ABSENT <paths that must not exist>...]
-#                ARGS <arguments...>)
+#                [CWD <working directory of the command>] ARGS <arguments...>)
 function(expect_failure)
-  cmake_parse_arguments(F "" "CMD;RC;CATEGORY;MATCH;DIR" "ABSENT;ARGS" ${ARGN})
-  execute_process(COMMAND ${BGTQ} ${F_CMD} ${F_ARGS} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
+  cmake_parse_arguments(F "" "CMD;RC;CATEGORY;MATCH;DIR;CWD" "ABSENT;ARGS" ${ARGN})
+  set(cwd)
+  if(F_CWD)
+    set(cwd WORKING_DIRECTORY ${F_CWD})
+  endif()
+  execute_process(COMMAND ${BGTQ} ${F_CMD} ${F_ARGS} ${cwd} OUTPUT_VARIABLE out ERROR_VARIABLE err RESULT_VARIABLE rc)
   set(what "bgtq ${F_CMD} ${F_ARGS}")
   if(NOT rc EQUAL F_RC)
     message(FATAL_ERROR "${what}: exit code ${rc}, expected ${F_RC}\nstderr: ${err}\nstdout: ${out}")

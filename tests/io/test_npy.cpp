@@ -230,6 +230,32 @@ TEST_CASE("several arrays through atomic_write_files: all or none, and one file 
     require_error([&] { bgtq::atomic_write_files({bgtq::npy_output(qa, a.data(), {3}), bgtq::npy_output(twin, b.data(), {2})}); },
                   errc::invalid_argument, "two outputs name the same file");
   CHECK(dir.entries() == std::vector<std::string>{"sub"});
+  // relative spellings of a file not there yet, against each other and the absolute one
+  // ("q.npy" was left relative by weakly_canonical and compared unequal: the second
+  // output replaced the first)
+  {
+    const std::filesystem::path cwd = std::filesystem::current_path();
+    std::filesystem::current_path(dir.file("sub"));
+    const std::vector<std::pair<std::string, std::string>> twins = {
+        {"q.npy", "./q.npy"}, {"q.npy", dir.file("sub/q.npy")}, {"q.npy", "../sub/q.npy"}, {"new/../q.npy", "q.npy"}};
+    for (const auto& [x, y] : twins) {
+      INFO(x << " and " << y);
+      CHECK(bgtq::detail::same_target(x, y));
+      CHECK(bgtq::detail::same_target(y, x));
+    }
+    CHECK_FALSE(bgtq::detail::same_target("q.npy", "../q.npy"));
+    CHECK_FALSE(bgtq::detail::same_target("q.npy", "k.npy"));
+    bool refused = false;
+    try {
+      bgtq::atomic_write_files({bgtq::npy_output("q.npy", a.data(), {3}), bgtq::npy_output("./q.npy", b.data(), {2})});
+    } catch (const bgtq::error& e) {
+      refused = e.code() == errc::invalid_argument;
+    }
+    std::filesystem::current_path(cwd);
+    CHECK(refused);
+  }
+  CHECK(dir.entries() == std::vector<std::string>{"sub"});
+  CHECK(std::filesystem::is_empty(dir.file("sub")));
   // success: every file complete
   bgtq::atomic_write_files({bgtq::npy_output(qa, a.data(), {3}), bgtq::npy_output(ka, b.data(), {2})});
   CHECK(bgtq::read_npy(qa).data == a);

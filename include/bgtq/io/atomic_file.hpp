@@ -72,9 +72,16 @@ inline output_target resolve_output(const std::string& p) {
 //! files not there yet), making them absolute and resolving the "." / ".." and links of
 //! the part that exists (weakly_canonical).
 inline bool same_target(const std::string& a, const std::string& b) {
+  namespace fs = std::filesystem;
+  // absolute first: weakly_canonical leaves a relative path whose first element does not
+  // exist as it is, so "p.bin" (not written yet) and "./p.bin" or "$PWD/p.bin" compared
+  // unequal, and the second output silently replaced the first
+  auto canonical_of = [](const std::string& p, std::error_code& ec) {
+    const fs::path abs = fs::absolute(resolve_output(p).path, ec);
+    return ec ? fs::path() : fs::weakly_canonical(abs, ec);
+  };
   std::error_code ea, eb;
-  const std::filesystem::path ca = std::filesystem::weakly_canonical(resolve_output(a).path, ea),
-                              cb = std::filesystem::weakly_canonical(resolve_output(b).path, eb);
+  const fs::path ca = canonical_of(a, ea), cb = canonical_of(b, eb);
   if (ea || eb) return a == b;
   return ca == cb;
 }
