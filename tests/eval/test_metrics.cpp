@@ -43,9 +43,12 @@ struct noisy_layer {
 };
 
 // The definitions of metrics.hpp's header comment, written out.
+// `fb` > 0: a block of fb tokens still filling is read from kf / vf (metrics.hpp's
+// filling_block): query t reads keys and values u >= fb * floor((t + 1) / fb) from them.
 bgtq::attention_metrics direct_at(const bgtq::layer_shape& sh, const std::vector<float>& q, const std::vector<float>& k,
                                   const std::vector<float>& kh, const std::vector<float>* v, const std::vector<float>* vh,
-                                  const std::vector<int>& queries) {
+                                  const std::vector<int>& queries, int fb = 0, const std::vector<float>* kf = nullptr,
+                                  const std::vector<float>* vf = nullptr) {
   const int Hq = sh.q_heads, Hkv = sh.kv_heads, D = sh.head_dim, G = Hq / Hkv;
   auto at = [&](const std::vector<float>& x, int heads, int t, int h, int j) {
     return static_cast<double>(x[(static_cast<std::size_t>(t) * heads + h) * D + j]);
@@ -70,10 +73,13 @@ bgtq::attention_metrics direct_at(const bgtq::layer_shape& sh, const std::vector
     const int h = g / G;
     for (const int t : queries) {
       std::vector<double> s(t + 1), shat(t + 1);
+      const int filling_from = fb > 0 ? (t + 1) / fb * fb : t + 1;
+      auto key_hat = [&](int u) -> const std::vector<float>& { return u >= filling_from ? *kf : kh; };
+      auto value_hat = [&](int u) -> const std::vector<float>& { return u >= filling_from ? *vf : *vh; };
       for (int u = 0; u <= t; ++u) {
         for (int j = 0; j < D; ++j) {
           s[u] += at(q, Hq, t, g, j) * at(k, Hkv, u, h, j);
-          shat[u] += at(q, Hq, t, g, j) * at(kh, Hkv, u, h, j);
+          shat[u] += at(q, Hq, t, g, j) * at(key_hat(u), Hkv, u, h, j);
         }
         s[u] /= std::sqrt(static_cast<double>(D));
         shat[u] /= std::sqrt(static_cast<double>(D));
@@ -95,7 +101,7 @@ bgtq::attention_metrics direct_at(const bgtq::layer_shape& sh, const std::vector
           double o = 0, oh = 0;
           for (int u = 0; u <= t; ++u) {
             o += p[u] * at(*v, Hkv, u, h, j);
-            oh += ph[u] * at(*vh, Hkv, u, h, j);
+            oh += ph[u] * at(value_hat(u), Hkv, u, h, j);
           }
           num += (o - oh) * (o - oh);
           den += o * o;
@@ -333,4 +339,89 @@ TEST_CASE("compare_attention: the KL is never negative, even where rounding woul
     INFO("seed " << seed);
     CHECK(m.kl >= 0.0);
   }
+}
+
+TEST_CASE("compare_attention with a filling block reads its rows exactly as defined", "[eval][metrics]") {
+  // kf / vf: a third copy with smaller noise, standing for the fp16 window of KIVI's
+  // unfinished key block. Block lengths: 32 (KIVI), 7 (blocks straddling the 64-query score
+  // blocks), 1 (every block complete at its own token: the same as no filling block),
+  // and 500 > T (every key still filling)
+  const bgtq::layer_shape sh{150, 4, 2, 6};
+  const noisy_layer d(sh, 31);
+  const auto &q = d.q, &k = d.k, &v = d.v, &kh = d.kh, &vh = d.vh;
+  auto kf = k, vf = v;
+  const auto ek = normal(kf.size(), 33, 0.01), ev = normal(vf.size(), 34, 0.01);
+  for (std::size_t i = 0; i < kf.size(); ++i) {
+    kf[i] += ek[i];
+    vf[i] += ev[i];
+  }
+  std::vector<int> pos;
+  for (int t = 0; t < 150; t += 1 + t % 4) pos.push_back(t);
+  pos.push_back(149);
+  const auto none = bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), v.data(), vh.data(), std::span<const int>(pos));
+  for (const int fb : {32, 7, 1, 500})
+    for (const bool with_v : {false, true}) {
+      INFO("block " << fb << (with_v ? " K+V" : " K only"));
+      const bgtq::filling_block f{fb, kf.data(), with_v ? vf.data() : nullptr};
+      const auto got = bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), with_v ? v.data() : nullptr,
+                                               with_v ? vh.data() : nullptr, std::span<const int>(pos), nullptr, {}, f);
+      const auto want = direct_at(sh, q, k, kh, with_v ? &v : nullptr, with_v ? &vh : nullptr, pos, fb, &kf, &vf);
+      CHECK(got.pairs == want.pairs);
+      CHECK(close(got.logit_mae, want.logit_mae));
+      CHECK(close(got.kl, want.kl));
+      CHECK(close(got.top10, want.top10));
+      if (with_v) CHECK(close(got.out_rel_l2, want.out_rel_l2));
+      if (fb == 1) {
+        CHECK(got.logit_mae == none.logit_mae);
+      } else {  // the filling rows' smaller noise lowers every error
+        CHECK(got.logit_mae < none.logit_mae);
+        CHECK(got.kl < none.kl);
+        if (with_v) CHECK(got.out_rel_l2 < none.out_rel_l2);
+      }
+      // on a pool, bit for bit
+      bgtq::thread_pool pool(3);
+      const auto pooled = bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), with_v ? v.data() : nullptr,
+                                                  with_v ? vh.data() : nullptr, std::span<const int>(pos), &pool, {}, f);
+      CHECK(pooled.kl == got.kl);
+      CHECK(pooled.logit_mae == got.logit_mae);
+    }
+  // a block without rows, or of negative length, is refused
+  for (const bgtq::filling_block bad : {bgtq::filling_block{32, nullptr, vf.data()}, bgtq::filling_block{32, kf.data(), nullptr},
+                                        bgtq::filling_block{-1, kf.data(), vf.data()}}) {
+    try {
+      (void)bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), v.data(), vh.data(), std::span<const int>(pos), nullptr,
+                                    {}, bad);
+      FAIL("accepted a filling block of " << bad.tokens);
+    } catch (const bgtq::error& e) {
+      CHECK(e.code() == bgtq::errc::invalid_argument);
+      CHECK(std::string(e.what()).find("filling block") != std::string::npos);
+    }
+  }
+}
+
+TEST_CASE("compare_attention: the KL keeps its digits when k_hat's scores are shifted by 2^39", "[eval][metrics]") {
+  // D = 4 (1/sqrt(D) = 0.5, exact): q = (1, 1, 0, 0), k_s = (a_s, 0, 0, 0), k_hat_s = (a_s +
+  // e_s, 2^40, 0, 0), so S_s = a_s / 2 and S_hat_s = (a_s + e_s) / 2 + 2^39, all exact in
+  // double. The shift leaves p_hat alone: the KL is that of the small scores. Formed from
+  // the weighted sum of S - S_hat minus the difference of the maxima (both ~2^39, ulp 1e-4),
+  // it was off by ~1e-4 of a KL of ~0.1 (and read 0 where the logits reach ~1e38)
+  const int T = 40;
+  const bgtq::layer_shape sh{T, 1, 1, 4};
+  bgtq::counter_rng rng(5);
+  std::vector<float> q(T * 4, 0.0f), k(T * 4, 0.0f), kh(T * 4, 0.0f), ks(T * 4, 0.0f);
+  for (int t = 0; t < T; ++t) {
+    q[t * 4] = q[t * 4 + 1] = 1.0f;
+    const float a = static_cast<float>(static_cast<int>(rng.below(9)) - 4);
+    const float e = 0.5f * static_cast<float>(static_cast<int>(rng.below(5)) - 2);
+    k[t * 4] = a;
+    kh[t * 4] = ks[t * 4] = a + e;
+    kh[t * 4 + 1] = 1099511627776.0f;  // 2^40
+  }
+  const std::vector<int> pos{9, 20, 39};
+  const auto shifted = bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), nullptr, nullptr, std::span<const int>(pos));
+  const auto plain = bgtq::compare_attention(sh, q.data(), k.data(), ks.data(), nullptr, nullptr, std::span<const int>(pos));
+  const auto want = direct_at(sh, q, k, ks, nullptr, nullptr, pos);
+  REQUIRE(want.kl > 0.01);
+  CHECK(plain.kl == Approx(want.kl).epsilon(1e-12));
+  CHECK(shifted.kl == Approx(want.kl).epsilon(1e-12));
 }

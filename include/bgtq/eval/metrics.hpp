@@ -9,6 +9,10 @@
 //! - top-10 overlap: |top10(p) and top10(p_hat)| / min(10, t+1), averaged
 //! - output error (with values): mean over queries and heads of ||o - o_hat|| / ||o||,
 //!   o = sum_s p_s v_s, o_hat = sum_s p_hat_s v_hat_s
+//!
+//! A method that quantizes blocks of tokens (KIVI's keys: per-channel statistics over 32
+//! tokens) keeps the block still filling unquantized: pass a `filling_block`, and query
+//! t reads the keys and values s >= block * floor((t + 1) / block) from its rows.
 
 #include "../core/intrinsics.hpp"  // before Eigen, which includes <immintrin.h> too
 
@@ -46,6 +50,17 @@ struct layer_shape {
   int tokens = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
 };
 
+//! The rows a block-quantizing method holds unquantized while their block fills, as its
+//! cache does (kv_cache keeps a KIVI key block's tokens, keys and values, in its fp16
+//! window until the block's 32 tokens are in): for query t, the keys and values
+//! s >= tokens * floor((t + 1) / tokens) are read from `k` and `v` instead of k_hat and
+//! v_hat. A block completes with its last token, which then attends to it quantized.
+struct filling_block {
+  int tokens = 0;            //!< block length; 0: none (every key from k_hat)
+  const float* k = nullptr;  //!< [T][Hkv][D], e.g. the keys rounded to fp16
+  const float* v = nullptr;  //!< [T][Hkv][D] values, read when values are compared
+};
+
 //! Evenly spaced query positions for compare_attention: `count` of [t_begin, T) ending at
 //! T - 1 (the longest context), t_i = t_begin + floor((i + 1) (T - t_begin) / count) - 1;
 //! every position when count is 0 or at least T - t_begin.
@@ -70,11 +85,14 @@ inline std::vector<int> spaced_queries(int T, int t_begin, int count = 0) {
 //! of the causal (query, key, head) triples done, after blocks of 64 queries of one head,
 //! from the pool's threads but never two calls at once (a block finishing while another
 //! thread reports is not reported), and a last time with 1 from the calling thread.
+//! `filling` (optional): the unquantized rows of a block still filling (see filling_block).
 //! @throws bgtq::error (shape_mismatch) for a bad shape, (invalid_argument) for an empty,
-//!         unsorted or out-of-range query list
+//!         unsorted or out-of-range query list, a negative block length, or a block
+//!         without its key rows (or without value rows when values are compared)
 inline attention_metrics compare_attention(const layer_shape& sh, const float* q, const float* k, const float* k_hat,
                                            const float* v, const float* v_hat, std::span<const int> queries,
-                                           thread_pool* pool = nullptr, const std::function<void(double)>& progress = {}) {
+                                           thread_pool* pool = nullptr, const std::function<void(double)>& progress = {},
+                                           const filling_block& filling = {}) {
   const int T = sh.tokens, Hq = sh.q_heads, Hkv = sh.kv_heads, D = sh.head_dim;
   BGTQ_REQUIRE(T >= 1 && Hq >= 1 && Hkv >= 1 && D >= 1 && Hq % Hkv == 0, errc::shape_mismatch,
                "compare_attention: bad shape T=" + std::to_string(T) + " Hq=" + std::to_string(Hq) +
@@ -90,6 +108,10 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
   const int nq = static_cast<int>(queries.size());
   const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(D));
   const bool with_v = v && v_hat;
+  const int fb = filling.tokens;
+  BGTQ_REQUIRE(fb >= 0, errc::invalid_argument, "compare_attention: filling block of " + std::to_string(fb) + " tokens");
+  BGTQ_REQUIRE(fb == 0 || (filling.k && (!with_v || filling.v)), errc::invalid_argument,
+               "compare_attention: a filling block needs its key rows, and its value rows when values are compared");
   auto gather = [&](const float* x, int heads, int h, int rows, auto&& row_of) {
     mat m(rows, D);
     for (int r = 0; r < rows; ++r)
@@ -130,10 +152,14 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
   auto ident = [](int r) { return r; };
   for (int h = 0; h < Hkv; ++h) {
     const mat K = gather(k, Hkv, h, T1, ident), Kh = gather(k_hat, Hkv, h, T1, ident);
-    mat V, Vh;
+    mat V, Vh, Kf, Vf;  // Kf, Vf: the filling block's rows
     if (with_v) {
       V = gather(v, Hkv, h, T1, ident);
       Vh = gather(v_hat, Hkv, h, T1, ident);
+    }
+    if (fb > 0) {
+      Kf = gather(filling.k, Hkv, h, T1, ident);
+      if (with_v) Vf = gather(filling.v, Hkv, h, T1, ident);
     }
     std::vector<mat> Q;  // the G query heads of KV head h at the evaluated positions
     for (int g = h * G; g < (h + 1) * G; ++g)
@@ -155,6 +181,8 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
       w.Sh.topLeftCorner(rows, cols).noalias() = inv_sqrt_d * (Qg.middleRows(i0, rows) * Kh.topRows(cols).transpose());
       for (int ib = 0; ib < rows; ++ib) {
         const int n = queries[static_cast<std::size_t>(i0 + ib)] + 1;  // keys s <= t
+        const int f0 = fb > 0 ? n / fb * fb : n;                       // keys s >= f0 still filling
+        for (int s = f0; s < n; ++s) w.Sh(ib, s) = inv_sqrt_d * Qg.row(i0 + ib).dot(Kf.row(s));
         double mx = -INFINITY, mxh = -INFINITY;
         for (int s = 0; s < n; ++s) {
           mae += std::fabs(w.dif[static_cast<std::size_t>(s)] = w.S(ib, s) - w.Sh(ib, s));
@@ -167,14 +195,19 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
         double* ph = &w.Sh(ib, 0);
         double z = 0, zh = 0, pd = 0;
         for (int s = 0; s < n; ++s) {
-          z += (p[s] = std::exp(p[s] - mx));
-          zh += (ph[s] = std::exp(ph[s] - mxh));
-          pd += p[s] * w.dif[static_cast<std::size_t>(s)];
+          // (S_s - mx) - (Sh_s - mxh) per key, before the weighting: the two shifted scores
+          // are small where p_s matters, so the difference keeps its digits even when the
+          // scores themselves are huge (subtracting mx - mxh from the weighted sum lost
+          // everything below ~1e-16 of the largest score)
+          const double lp = p[s] - mx, lph = ph[s] - mxh;
+          z += (p[s] = std::exp(lp));
+          zh += (ph[s] = std::exp(lph));
+          pd += p[s] * (lp - lph);
         }
         // KL(p || p_hat) = sum_s p_s (log p_s - log p_hat_s), with log p_s = S_s - mx - log z
-        // and log p_hat_s = Sh_s - mxh - log zh: sum_s p_s (S_s - Sh_s) - (mx - mxh) -
+        // and log p_hat_s = Sh_s - mxh - log zh: sum_s p_s ((S_s - mx) - (Sh_s - mxh)) -
         // log(z / zh), no logarithm per key (and exact where p_hat_s underflows to 0)
-        kl += std::max(pd / z - (mx - mxh) - std::log(z / zh), 0.0);
+        kl += std::max(pd / z - std::log(z / zh), 0.0);
         // top-10 overlap on the unnormalised weights (the same order as p / z)
         const int m = std::min(10, n);
         std::iota(w.idx.begin(), w.idx.begin() + n, 0);
@@ -201,6 +234,11 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
       if (with_v) {
         w.O.topRows(rows).noalias() = w.S.topLeftCorner(rows, cols) * V.topRows(cols);
         w.Oh.topRows(rows).noalias() = w.Sh.topLeftCorner(rows, cols) * Vh.topRows(cols);
+        if (fb > 0)  // the filling block's weights were applied to v_hat's rows: swap them for its own
+          for (int b = 0; b < rows; ++b) {
+            const int n = queries[static_cast<std::size_t>(i0 + b)] + 1;
+            for (int s = n / fb * fb; s < n; ++s) w.Oh.row(b) += w.Sh(b, s) * (Vf.row(s) - Vh.row(s));
+          }
         for (int b = 0; b < rows; ++b) {
           const double num = (w.O.row(b) - w.Oh.row(b)).squaredNorm(), den = w.O.row(b).squaredNorm();
           rel += den > 0 ? std::sqrt(num / den) : std::sqrt(num);
