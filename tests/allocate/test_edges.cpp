@@ -149,6 +149,10 @@ TEST_CASE("budget_for: fractional averages and the float guard", "[allocate][bud
   REQUIRE(bgtq::budget_for(2.99, 100000000) == 299000000);
   REQUIRE(bgtq::budget_for(2.9999999, 100000000) == 299999990);  // a genuine fraction at that size
   REQUIRE(bgtq::budget_for(2.999999999, 100000000) == 299999999);
+  // fractions a relative guard of 1e-12 lifted (a review): 5e-7, 5e-9 and 4.3e-3 short of an integer
+  REQUIRE(bgtq::budget_for(2.9999999999995, 1000000) == 2999999);
+  REQUIRE(bgtq::budget_for(0.9999999999995, 100000) == 99999);
+  REQUIRE(bgtq::budget_for(3.999999999998, 2147483647) == 8589934587);
   // past 2^53 the budget is 2^53: the allocators cap it to L * b_max (errors row 9)
   REQUIRE(bgtq::budget_for(1e300, 4) == (std::int64_t{1} << 53));
   REQUIRE(bgtq::budget_for(1e9, 10000000) == (std::int64_t{1} << 53));

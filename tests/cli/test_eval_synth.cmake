@@ -59,7 +59,7 @@ endif()
 # (queries 128..255) says that 8.1% of its pairs do, and on 24 tokens (every key still
 # in the first block) KIVI's keys are fp16's, bit for bit (the old round trip quantized
 # them with the statistics of later tokens)
-bgtq_expect_match("${err}" "kivi@2: 8.1% of the evaluated \\(query, key\\) pairs read a key of KIVI's unfinished 32-token block"
+bgtq_expect_match("${err}" "kivi@2: 8.1% of the evaluated \\(query, key\\) pairs read a key its cache holds in fp16 \\(its unfinished 32-token key block,"
                   "eval's KIVI warning")
 bgtq_run(out err rc synth --layers 1 --tokens 24 --q-heads 4 --kv-heads 2 --dim 16 --rope half --seed 3 -o ${WORK}/t24 --quiet)
 bgtq_expect_rc(${rc} 0 "synth 24 tokens" "${err}")
@@ -74,6 +74,41 @@ foreach(metric logit_mae kl top10)
     message(FATAL_ERROR "24 tokens: kivi@2 ${metric} ${b}, fp16's ${a}: KIVI's unfinished block was not read in fp16")
   endif()
 endforeach()
+# --sink / --recent: the cache's fp16 window, held by every method. A window covering all
+# 24 tokens makes every method fp16's (and is recorded in the config); a smaller one lowers
+# TQ-MSE's error; none leaves it as it was
+bgtq_run(out err rc eval --q ${WORK}/t24/q.npy --k ${WORK}/t24/k.npy --v ${WORK}/t24/v.npy --rope half --bits 2
+         --methods fp16,tq,bgtq --json)
+bgtq_expect_rc(${rc} 0 "eval 24 tokens, no window" "${err}")
+string(JSON tq_plain GET "${out}" layers 0 results tq@2 logit_mae)
+foreach(window "--sink;24" "--recent;30" "--sink;10;--recent;14")
+  bgtq_run(out err rc eval --q ${WORK}/t24/q.npy --k ${WORK}/t24/k.npy --v ${WORK}/t24/v.npy --rope half --bits 2
+           --methods fp16,tq,bgtq ${window} --json)
+  bgtq_expect_rc(${rc} 0 "eval 24 tokens ${window}" "${err}")
+  foreach(m tq@2 bgtq@2)
+    foreach(metric logit_mae kl top10)
+      string(JSON a GET "${out}" layers 0 results fp16 ${metric})
+      string(JSON b GET "${out}" layers 0 results ${m} ${metric})
+      if(NOT a STREQUAL b)
+        message(FATAL_ERROR "24 tokens, ${window}: ${m} ${metric} ${b}, fp16's ${a}: the window was not read in fp16")
+      endif()
+    endforeach()
+  endforeach()
+endforeach()
+string(JSON s GET "${out}" config sink)
+string(JSON r GET "${out}" config recent)
+if(NOT s EQUAL 10 OR NOT r EQUAL 14)
+  message(FATAL_ERROR "the config records sink ${s}, recent ${r}; expected 10, 14")
+endif()
+bgtq_run(out err rc eval --q ${WORK}/t24/q.npy --k ${WORK}/t24/k.npy --v ${WORK}/t24/v.npy --rope half --bits 2
+         --methods tq --recent 4 --json)
+bgtq_expect_rc(${rc} 0 "eval 24 tokens --recent 4" "${err}")
+string(JSON tq_recent GET "${out}" layers 0 results tq@2 logit_mae)
+if(NOT tq_recent LESS tq_plain OR tq_recent EQUAL 0)
+  message(FATAL_ERROR "--recent 4: tq@2 logit MAE ${tq_recent}, without a window ${tq_plain}: expected lower, not 0")
+endif()
+bgtq_run(out err rc eval --q ${WORK}/t24/q.npy --k ${WORK}/t24/k.npy --rope half --recent -1)
+bgtq_expect_rc(${rc} 2 "eval --recent -1" "${err}")
 
 # errors: usage -> 2, data -> 1, and never a partial output file
 bgtq_run(out err rc eval --k ${WORK}/s/k.npy --rope half)

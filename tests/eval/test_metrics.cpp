@@ -43,12 +43,32 @@ struct noisy_layer {
 };
 
 // The definitions of metrics.hpp's header comment, written out.
-// `fb` > 0: a block of fb tokens still filling is read from kf / vf (metrics.hpp's
-// filling_block): query t reads keys and values u >= fb * floor((t + 1) / fb) from them.
+// The rows a cache holds unquantized after n appends, by replaying kv_cache's append
+// rule (not metrics.hpp's closed form): the first `sink` tokens stay; the others enter the
+// tail, which hands its oldest `block` tokens to the pages once it holds recent + block.
+struct held_rows {
+  int sink = 0, recent = 0, block = 1;
+  std::vector<bool> at(int n) const {
+    std::vector<bool> held(static_cast<std::size_t>(n), false);
+    std::vector<int> tail;
+    for (int i = 0; i < n; ++i) {
+      if (i < sink) {
+        held[static_cast<std::size_t>(i)] = true;
+        continue;
+      }
+      tail.push_back(i);
+      if (static_cast<int>(tail.size()) >= recent + block) tail.erase(tail.begin(), tail.begin() + block);
+    }
+    for (int i : tail) held[static_cast<std::size_t>(i)] = true;
+    return held;
+  }
+};
+
+// `w` given: the keys and values it holds are read from kf / vf (metrics.hpp's held_window).
 bgtq::attention_metrics direct_at(const bgtq::layer_shape& sh, const std::vector<float>& q, const std::vector<float>& k,
                                   const std::vector<float>& kh, const std::vector<float>* v, const std::vector<float>* vh,
-                                  const std::vector<int>& queries, int fb = 0, const std::vector<float>* kf = nullptr,
-                                  const std::vector<float>* vf = nullptr) {
+                                  const std::vector<int>& queries, const held_rows* w = nullptr,
+                                  const std::vector<float>* kf = nullptr, const std::vector<float>* vf = nullptr) {
   const int Hq = sh.q_heads, Hkv = sh.kv_heads, D = sh.head_dim, G = Hq / Hkv;
   auto at = [&](const std::vector<float>& x, int heads, int t, int h, int j) {
     return static_cast<double>(x[(static_cast<std::size_t>(t) * heads + h) * D + j]);
@@ -73,9 +93,9 @@ bgtq::attention_metrics direct_at(const bgtq::layer_shape& sh, const std::vector
     const int h = g / G;
     for (const int t : queries) {
       std::vector<double> s(t + 1), shat(t + 1);
-      const int filling_from = fb > 0 ? (t + 1) / fb * fb : t + 1;
-      auto key_hat = [&](int u) -> const std::vector<float>& { return u >= filling_from ? *kf : kh; };
-      auto value_hat = [&](int u) -> const std::vector<float>& { return u >= filling_from ? *vf : *vh; };
+      const std::vector<bool> held = w ? w->at(t + 1) : std::vector<bool>(static_cast<std::size_t>(t + 1), false);
+      auto key_hat = [&](int u) -> const std::vector<float>& { return held[static_cast<std::size_t>(u)] ? *kf : kh; };
+      auto value_hat = [&](int u) -> const std::vector<float>& { return held[static_cast<std::size_t>(u)] ? *vf : *vh; };
       for (int u = 0; u <= t; ++u) {
         for (int j = 0; j < D; ++j) {
           s[u] += at(q, Hq, t, g, j) * at(k, Hkv, u, h, j);
@@ -341,11 +361,11 @@ TEST_CASE("compare_attention: the KL is never negative, even where rounding woul
   }
 }
 
-TEST_CASE("compare_attention with a filling block reads its rows exactly as defined", "[eval][metrics]") {
-  // kf / vf: a third copy with smaller noise, standing for the fp16 window of KIVI's
-  // unfinished key block. Block lengths: 32 (KIVI), 7 (blocks straddling the 64-query score
-  // blocks), 1 (every block complete at its own token: the same as no filling block),
-  // and 500 > T (every key still filling)
+TEST_CASE("compare_attention with a held window reads the rows the cache holds, as defined", "[eval][metrics]") {
+  // kf / vf: a third copy with smaller noise, standing for the fp16 window. Windows: KIVI's
+  // unfinished 32-token block alone, blocks of 7 (straddling the 64-query score blocks),
+  // blocks of 1 with nothing else (holds nothing), a block longer than T (every key
+  // held), a sink, a recent window, and all three together
   const bgtq::layer_shape sh{150, 4, 2, 6};
   const noisy_layer d(sh, 31);
   const auto &q = d.q, &k = d.k, &v = d.v, &kh = d.kh, &vh = d.vh;
@@ -359,21 +379,27 @@ TEST_CASE("compare_attention with a filling block reads its rows exactly as defi
   for (int t = 0; t < 150; t += 1 + t % 4) pos.push_back(t);
   pos.push_back(149);
   const auto none = bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), v.data(), vh.data(), std::span<const int>(pos));
-  for (const int fb : {32, 7, 1, 500})
+  for (const held_rows hw : {held_rows{0, 0, 32}, held_rows{0, 0, 7}, held_rows{0, 0, 1}, held_rows{0, 0, 500},
+                             held_rows{4, 0, 1}, held_rows{0, 16, 1}, held_rows{4, 16, 32}, held_rows{3, 5, 7}})
     for (const bool with_v : {false, true}) {
-      INFO("block " << fb << (with_v ? " K+V" : " K only"));
-      const bgtq::filling_block f{fb, kf.data(), with_v ? vf.data() : nullptr};
+      INFO("sink " << hw.sink << " recent " << hw.recent << " block " << hw.block << (with_v ? " K+V" : " K only"));
+      const bgtq::held_window f{hw.sink, hw.recent, hw.block, kf.data(), with_v ? vf.data() : nullptr};
+      for (int n = 1; n <= 150; ++n) {  // the closed form is the cache's append rule
+        const auto held = hw.at(n);
+        const std::int64_t from = f.tail_from(n);
+        for (int s = 0; s < n; ++s) REQUIRE(held[static_cast<std::size_t>(s)] == (s < hw.sink || s >= from));
+      }
       const auto got = bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), with_v ? v.data() : nullptr,
                                                with_v ? vh.data() : nullptr, std::span<const int>(pos), nullptr, {}, f);
-      const auto want = direct_at(sh, q, k, kh, with_v ? &v : nullptr, with_v ? &vh : nullptr, pos, fb, &kf, &vf);
+      const auto want = direct_at(sh, q, k, kh, with_v ? &v : nullptr, with_v ? &vh : nullptr, pos, &hw, &kf, &vf);
       CHECK(got.pairs == want.pairs);
       CHECK(close(got.logit_mae, want.logit_mae));
       CHECK(close(got.kl, want.kl));
       CHECK(close(got.top10, want.top10));
       if (with_v) CHECK(close(got.out_rel_l2, want.out_rel_l2));
-      if (fb == 1) {
+      if (!f.holds()) {
         CHECK(got.logit_mae == none.logit_mae);
-      } else {  // the filling rows' smaller noise lowers every error
+      } else {  // the held rows' smaller noise lowers every error
         CHECK(got.logit_mae < none.logit_mae);
         CHECK(got.kl < none.kl);
         if (with_v) CHECK(got.out_rel_l2 < none.out_rel_l2);
@@ -385,16 +411,18 @@ TEST_CASE("compare_attention with a filling block reads its rows exactly as defi
       CHECK(pooled.kl == got.kl);
       CHECK(pooled.logit_mae == got.logit_mae);
     }
-  // a block without rows, or of negative length, is refused
-  for (const bgtq::filling_block bad : {bgtq::filling_block{32, nullptr, vf.data()}, bgtq::filling_block{32, kf.data(), nullptr},
-                                        bgtq::filling_block{-1, kf.data(), vf.data()}}) {
+  // a window that holds rows without them, or with a negative size, is refused
+  for (const bgtq::held_window bad :
+       {bgtq::held_window{0, 0, 32, nullptr, vf.data()}, bgtq::held_window{0, 4, 1, kf.data(), nullptr},
+        bgtq::held_window{-1, 0, 1, kf.data(), vf.data()}, bgtq::held_window{0, -1, 1, kf.data(), vf.data()},
+        bgtq::held_window{0, 0, 0, kf.data(), vf.data()}}) {
     try {
       (void)bgtq::compare_attention(sh, q.data(), k.data(), kh.data(), v.data(), vh.data(), std::span<const int>(pos), nullptr,
                                     {}, bad);
-      FAIL("accepted a filling block of " << bad.tokens);
+      FAIL("accepted sink " << bad.sink << " recent " << bad.recent << " block " << bad.block);
     } catch (const bgtq::error& e) {
       CHECK(e.code() == bgtq::errc::invalid_argument);
-      CHECK(std::string(e.what()).find("filling block") != std::string::npos);
+      CHECK(std::string(e.what()).find("held window") != std::string::npos);
     }
   }
 }

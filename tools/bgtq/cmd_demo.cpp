@@ -104,8 +104,8 @@ int run(cli::args& a) {
   // 3. attention fidelity on the second half
   std::vector<fidelity> rows;
   std::vector<float> kh(per_layer_k), vh(per_layer_k);
-  filling_block filling;  // KIVI's unfinished key block (set by its reconstruction)
-  std::vector<float> kfill, vfill;
+  held_window held;  // KIVI's unfinished key block, held in fp16 (set by its reconstruction)
+  std::vector<float> kheld, vheld;
   auto score = [&](const std::string& name, auto&& recon, double bytes) {
     fidelity f;
     f.name = name;
@@ -114,11 +114,11 @@ int run(cli::args& a) {
     for (int l = 0; l < L; ++l) {
       const float* k = d.k.data() + l * per_layer_k;
       const float* v = d.v.data() + l * per_layer_k;
-      filling = {};
+      held = {};
       recon(l, k, v);
       const std::vector<int> queries = spaced_queries(T, N);
       per[static_cast<std::size_t>(l)].m = compare_attention(layer_shape{T, Hq, Hkv, D}, d.q.data() + l * per_layer_q, k,
-                                                             kh.data(), v, vh.data(), queries, nullptr, {}, filling);
+                                                             kh.data(), v, vh.data(), queries, nullptr, {}, held);
     }
     const method_result mean = mean_over_layers(per);
     f.mae = mean.m.logit_mae;
@@ -147,9 +147,11 @@ int run(cli::args& a) {
   kivi_options ko;
   ko.bits = 3;
   score("KIVI    K3V3", [&](int, const float* k, const float* v) {
-    cli::kivi_rows(k, T, Hkv, D, ko, true, kh.data());
-    cli::kivi_rows(v, T, Hkv, D, ko, false, vh.data());
-    filling = cli::kivi_filling(k, v, per_layer_k, ko, kfill, vfill);
+    cli::fp16_rows(k, per_layer_k, kheld);  // the cache encodes a KIVI block from its fp16 window rows
+    cli::fp16_rows(v, per_layer_k, vheld);
+    cli::kivi_rows(kheld.data(), T, Hkv, D, ko, true, kh.data());
+    cli::kivi_rows(vheld.data(), T, Hkv, D, ko, false, vh.data());
+    held = held_window{0, 0, ko.group_tokens, kheld.data(), vheld.data()};
   }, kivi_key_bytes_per_token(D, ko) + kivi_value_bytes_per_token(D, ko));
   std::printf("3. attention fidelity, queries %d..%d over all causal keys (mean of %d layers)\n", N, T - 1, L);
   std::printf("   %-15s %9s %8s %11s %11s %12s\n", "cache", "B/tok/hd", "vs fp16", "logit MAE", "softmax KL", "out rel err");

@@ -47,6 +47,8 @@ int run(cli::args& a) {
   const bool eval_all = a.flag("eval-all");
   const long eval_queries = a.get_int("eval-queries", 0, 0, 1L << 30);
   const long threads = a.get_int("threads", default_threads(), 1, 1024);
+  // the cache's fp16 window (cache_config::sink, recent): held unquantized by every method
+  const long sink = a.get_int("sink", 0, 0, 1L << 30), recent = a.get_int("recent", 0, 0, 1L << 30);
   const bool json = a.flag("json");
   const auto out_path = a.get("o");
   std::vector<int> bits;  // in the order given, repeats dropped (each method@bits is one result)
@@ -111,7 +113,17 @@ int run(cli::args& a) {
   for (const auto& m : methods) results[m.key()].resize(static_cast<std::size_t>(L));
   const std::size_t nk = static_cast<std::size_t>(T) * Hkv * D;
   std::vector<float> khat(nk), vhat(nk);
-  std::vector<float> kfill, vfill;  // KIVI: its unfinished key block, in fp16 (as its cache holds it)
+  std::vector<float> kheld, vheld;  // the layer's keys and values in fp16: the rows a cache holds unquantized
+  // what each method's cache holds in fp16 when a query attends: the window (--sink,
+  // --recent) and, for KIVI, the key block still filling (its cache keeps the block's
+  // keys and values in the window until the block's 32 tokens are in, as KIVI does: a
+  // query never reads keys quantized with the statistics of tokens after it)
+  const auto held_by = [&](const method_spec& m) {
+    if (m.method == "fp16") return held_window{};  // stored in fp16 already
+    const bool kivi = m.method == "kivi" || m.method == "kivi-sym";
+    return held_window{static_cast<int>(sink), static_cast<int>(recent), kivi ? kivi_options{}.group_tokens : 1, kheld.data(),
+                       v ? vheld.data() : nullptr};
+  };
   const layer_shape sh{T, Hq, Hkv, D};
   const std::vector<int> queries = spaced_queries(T, t_begin, static_cast<int>(eval_queries));
   std::unique_ptr<thread_pool> pool;
@@ -139,9 +151,11 @@ int run(cli::args& a) {
   for (int l = 0; l < L; ++l) {
     const float* kl = k.layer(l);
     const float* vl = v ? v->layer(l) : nullptr;
+    cli::fp16_rows(kl, nk, kheld);
+    if (vl) cli::fp16_rows(vl, nk, vheld);
     for (const auto& m : methods) {
       method_result r;
-      filling_block filling;
+      const held_window held = held_by(m);
       clamps& c = clamped[m.key()];
       const clamps before = c;
       if (m.method == "fp16") {
@@ -160,19 +174,20 @@ int run(cli::args& a) {
         kivi_options o;
         o.bits = m.bits;
         o.symmetric = m.method == "kivi-sym";
-        cli::kivi_rows(kl, T, Hkv, D, o, true, khat.data());
-        if (vl) cli::kivi_rows(vl, T, Hkv, D, o, false, vhat.data());
-        // the tokens of the key block still filling stay in fp16, keys and values, as in
-        // KIVI and in the library's KIVI cache: a query never reads keys quantized with
-        // the statistics of tokens after it
-        filling = cli::kivi_filling(kl, vl, nk, o, kfill, vfill);
+        // from the fp16 rows, as the cache encodes a block once it leaves the window
+        cli::kivi_rows(kheld.data(), T, Hkv, D, o, true, khat.data());
+        if (vl) cli::kivi_rows(vheld.data(), T, Hkv, D, o, false, vhat.data());
         r.key_bytes = kivi_key_bytes_per_token(D, o);
         r.value_bytes = kivi_value_bytes_per_token(D, o);
       } else {
         const plan& p = plans.at(m.key());
         encode_stats ks, vs;  // radii beyond fp16's 65504 (docs/errors.md, row 17)
-        cli::roundtrip_rows(kl, T, Hkv, D, [&](int h) { return block_gtq_codec::from_plan(p, l, h); }, khat.data(), &ks);
-        if (vl) cli::roundtrip_rows(vl, T, Hkv, D, [&](int h) { return plan_value_codec(p, l, h); }, vhat.data(), &vs);
+        // a cache with a recent window encodes a token from its fp16 row when it leaves the
+        // window; without one, straight from the input
+        const float* kin = recent > 0 ? kheld.data() : kl;
+        const float* vin = recent > 0 && vl ? vheld.data() : vl;
+        cli::roundtrip_rows(kin, T, Hkv, D, [&](int h) { return block_gtq_codec::from_plan(p, l, h); }, khat.data(), &ks);
+        if (vl) cli::roundtrip_rows(vin, T, Hkv, D, [&](int h) { return plan_value_codec(p, l, h); }, vhat.data(), &vs);
         c.keys += ks.clamped_radii;
         c.values += vs.clamped_radii;
         for (int h = 0; h < Hkv; ++h) {  // what the default cache stores (bit-plane pages of 64 tokens)
@@ -187,7 +202,7 @@ int run(cli::args& a) {
           say_every_2s(l, m.key() + " " + std::to_string(static_cast<int>(100.0 * fraction)) + "% of its attention pairs");
       };
       r.m = compare_attention(sh, q.layer(l), kl, khat.data(), vl, vl ? vhat.data() : nullptr, queries, pool.get(), part,
-                              filling);
+                              held);
       if (c.first_layer < 0 && (c.keys != before.keys || c.values != before.values)) c.first_layer = l;
       results[m.key()][static_cast<std::size_t>(l)] = r;
       ++done;
@@ -215,23 +230,26 @@ int run(cli::args& a) {
          << ", first at layer index " << c.first_layer << ": those tokens' errors can dominate this method's metrics";
     cli::warn("eval", text.str(), m.key() + ": ");
   }
-  // KIVI's unfinished key block is read in fp16: say how much of the evaluation that is
-  // (all of it at T < 32; a large share on short dumps), since B/token leaves it out
+  // KIVI's unfinished key block is read in fp16: say how much of the evaluation reads
+  // fp16 rows that way (all of it below 32 tokens; a large share on short dumps), since
+  // B/token leaves them out
   for (const auto& m : methods) {
     if (m.method != "kivi" && m.method != "kivi-sym") continue;
-    const int block = kivi_options{}.group_tokens;
-    double all = 0, fp16 = 0;
+    const held_window w = held_by(m);
+    double all = 0, held = 0;
     for (const int t : queries) {
-      all += t + 1;
-      fp16 += (t + 1) % block;
+      const std::int64_t n = t + 1, head = std::min<std::int64_t>(n, w.sink);
+      all += static_cast<double>(n);
+      held += static_cast<double>(head + (n - std::max(w.tail_from(n), head)));
     }
-    const double share = 100.0 * fp16 / all;
+    const double share = 100.0 * held / all;
     if (share < 1.0) continue;
     std::ostringstream text;
-    text << std::fixed << std::setprecision(1) << share << "% of the evaluated (query, key) pairs read a key of KIVI's "
-         << "unfinished " << block << "-token block, which it holds in fp16 as its cache does (keys and values; B/token, "
-         << "the steady-state rate, leaves them out); they are the most recent keys and weigh more in the softmax than "
-         << "their share";
+    text << std::fixed << std::setprecision(1) << share << "% of the evaluated (query, key) pairs read a key its cache "
+         << "holds in fp16 (its unfinished " << w.block << "-token key block"
+         << (sink + recent > 0 ? " and the --sink / --recent window" : "")
+         << ", keys and values; B/token, the steady-state rate, leaves them out); they are the most recent keys and "
+         << "weigh more in the softmax than their share";
     cli::warn("eval", text.str(), m.key() + ": ");
   }
 
@@ -258,7 +276,8 @@ int run(cli::args& a) {
     if (vp) w.key("v").value(*vp);
     w.key("layers").value(L).key("tokens").value(T).key("q_heads").value(Hq).key("kv_heads").value(Hkv).key("head_dim").value(D);
     w.key("rope").value(to_string(rope.pairing)).key("rotary_dim").value(rope.rotary_dim);
-    w.key("calib_tokens").value(N).key("eval_from").value(t_begin).key("eval_queries").value(queries.size()).end_object();
+    w.key("calib_tokens").value(N).key("eval_from").value(t_begin).key("eval_queries").value(queries.size());
+    w.key("sink").value(sink).key("recent").value(recent).end_object();
     w.key("layers").begin_array();
     for (int l = 0; l < L; ++l) {
       w.begin_object().key("layer").value(l).key("results").begin_object();
@@ -287,7 +306,9 @@ int run(cli::args& a) {
   } else {
     std::printf("eval: %d layers, T=%d (calibrated on %d, evaluated from token %d", L, T, N, t_begin);
     if (queries.size() < static_cast<std::size_t>(T - t_begin)) std::printf(": %zu queries, evenly spaced", queries.size());
-    std::printf("), Hq=%d Hkv=%d D=%d (%s)\n", Hq, Hkv, D, to_string(rope.pairing));
+    std::printf("), Hq=%d Hkv=%d D=%d (%s)", Hq, Hkv, D, to_string(rope.pairing));
+    if (sink + recent > 0) std::printf(", fp16 window: sink %ld + recent %ld", sink, recent);
+    std::printf("\n");
     std::printf("%-12s %12s %12s %8s %10s %10s %8s\n", "method", "logit MAE", "KL", "top-10", v ? "out relL2" : "-",
                 "B/token", "vs fp16");
     for (const auto& m : methods) {
@@ -316,6 +337,7 @@ int run(cli::args& a) {
 cli::registrar reg{{"eval", "compare Block-GTQ, uniform TQ-MSE, KIVI and fp16 on Q/K(/V) activation dumps",
                     "--q Q.npy --k K.npy [--v V.npy] --rope interleaved|half [--rotary-dim R] [--calib-tokens N (0: T/2)] "
                     "[--eval-all] [--eval-queries N (0: all)] [--threads N] [--bits 2,3,4] [--methods fp16,tq,bgtq,kivi (also kivi-sym)] [--b-min M] [--b-max M] "
+                    "[--sink N] [--recent N (the cache's fp16 window, held by every method; 0)] "
                     "[--scope head|layer|model] [--distortion rate4|codebook] [--seed S] [--norm-correction] [--charge-radii] "
                     "[-o RESULTS.json] [--json]",
                     &run, {"json", "eval-all", "norm-correction", "charge-radii"}}};

@@ -4,7 +4,6 @@
 #include <bgtq/codec/block_gtq.hpp>
 #include <bgtq/codec/kivi.hpp>
 #include <bgtq/core/half.hpp>
-#include <bgtq/eval/metrics.hpp>
 
 #include <vector>
 
@@ -40,17 +39,10 @@ inline void kivi_rows(const float* x, int T, int H, int D, const kivi_options& o
   }
 }
 
-//! KIVI's unfinished key block for compare_attention: the n keys (and values, when v is
-//! not null) rounded to fp16 into kf / vf, which the block's tokens are read from.
-inline filling_block kivi_filling(const float* k, const float* v, std::size_t n, const kivi_options& o,
-                                  std::vector<float>& kf, std::vector<float>& vf) {
-  kf.resize(n);
-  for (std::size_t i = 0; i < n; ++i) kf[i] = stored_half(k[i]);
-  if (v) {
-    vf.resize(n);
-    for (std::size_t i = 0; i < n; ++i) vf[i] = stored_half(v[i]);
-  }
-  return filling_block{o.group_tokens, kf.data(), v ? vf.data() : nullptr};
+//! x[0..n) rounded to fp16 (saturated, as the cache's fp16 window stores them) into out.
+inline void fp16_rows(const float* x, std::size_t n, std::vector<float>& out) {
+  out.resize(n);
+  for (std::size_t i = 0; i < n; ++i) out[i] = stored_half(x[i]);
 }
 
 }  // namespace bgtq::cli

@@ -18,11 +18,13 @@
 namespace bgtq {
 
 //! Total bit budget for `num_blocks` blocks at `avg_bits` bits each on average:
-//! floor(avg_bits * num_blocks + guard), guard = max(1e-9, 1e-12 * avg_bits * num_blocks).
-//! The guard lifts products such as 0.29 * 100 (28.999999999999996 in double) or
-//! 2.3 * 1e8 that land a rounding error below an integer; its relative part keeps that
-//! true at any size (a double product is off by at most ~2e-16 of itself), while a
-//! genuine fraction (2.99 * 10) is still floored. Fractional averages are allowed.
+//! floor(avg_bits * num_blocks + guard), guard = max(1e-9, 8 DBL_EPSILON * avg_bits *
+//! num_blocks). The guard lifts products such as 0.29 * 100 (28.999999999999996 in
+//! double) or 2.3 * 1e8 that land a rounding error below an integer; its relative part
+//! keeps that true at any size (the decimal avg_bits and the product round by at most
+//! ~2.2e-16 of the product together; the guard is 8 times that), while a genuine fraction
+//! (2.99 * 10, or 2.9999999999995 * 1e6, 5e-7 short of an integer) is still floored.
+//! Fractional averages are allowed.
 //! A product above 2^53 gives 2^53: every allocator caps a budget above L * b_max
 //! (< 2^35 for an int L), so the result is the same capped allocation.
 //! @throws bgtq::error(invalid_argument) if avg_bits is negative, NaN or infinite, or
@@ -34,7 +36,7 @@ inline std::int64_t budget_for(double avg_bits, int num_blocks) {
                "number of blocks = " + std::to_string(num_blocks) + " (must be >= 1)");
   constexpr double two53 = 9007199254740992.0;
   const double product = avg_bits * static_cast<double>(num_blocks);
-  const double total = product + std::max(1e-9, 1e-12 * product);
+  const double total = product + std::max(1e-9, 8.0 * std::numeric_limits<double>::epsilon() * product);
   if (!(total < two53)) return static_cast<std::int64_t>(two53);
   return static_cast<std::int64_t>(std::floor(total));
 }

@@ -10,9 +10,10 @@
 //! - output error (with values): mean over queries and heads of ||o - o_hat|| / ||o||,
 //!   o = sum_s p_s v_s, o_hat = sum_s p_hat_s v_hat_s
 //!
-//! A method that quantizes blocks of tokens (KIVI's keys: per-channel statistics over 32
-//! tokens) keeps the block still filling unquantized: pass a `filling_block`, and query
-//! t reads the keys and values s >= block * floor((t + 1) / block) from its rows.
+//! A cache holds some rows unquantized, in its fp16 window: the first `sink` tokens, the
+//! last `recent`, and (a method that quantizes blocks of tokens, such as KIVI's keys with
+//! per-channel statistics over 32) the block still filling. Pass a `held_window` and each
+//! query reads those keys and values from its rows, as the cache would.
 
 #include "../core/intrinsics.hpp"  // before Eigen, which includes <immintrin.h> too
 
@@ -50,15 +51,29 @@ struct layer_shape {
   int tokens = 0, q_heads = 0, kv_heads = 0, head_dim = 0;
 };
 
-//! The rows a block-quantizing method holds unquantized while their block fills, as its
-//! cache does (kv_cache keeps a KIVI key block's tokens, keys and values, in its fp16
-//! window until the block's 32 tokens are in): for query t, the keys and values
-//! s >= tokens * floor((t + 1) / tokens) are read from `k` and `v` instead of k_hat and
-//! v_hat. A block completes with its last token, which then attends to it quantized.
-struct filling_block {
-  int tokens = 0;            //!< block length; 0: none (every key from k_hat)
-  const float* k = nullptr;  //!< [T][Hkv][D], e.g. the keys rounded to fp16
-  const float* v = nullptr;  //!< [T][Hkv][D] values, read when values are compared
+//! The rows a cache holds unquantized when a query attends (kv_cache's fp16 window, with
+//! cache_config's sink and recent and the codec's encoding block): of the n = t + 1 keys
+//! query t sees, the first min(n, sink) and those from sink + q(n - sink) on, where
+//! q(m) = block * floor((m - recent) / block) for m >= recent, else 0, is how many the
+//! cache has quantized (it encodes a block once `recent` tokens have arrived after it;
+//! a block completed by token t is quantized when t attends). Those keys and values are
+//! read from `k` and `v` instead of k_hat and v_hat. The default (no sink, no recent,
+//! blocks of 1) holds nothing.
+struct held_window {
+  int sink = 0;              //!< first tokens held (cache_config::sink)
+  int recent = 0;            //!< last tokens held (cache_config::recent)
+  int block = 1;             //!< tokens per encoding block: 1 (TQ-MSE, Block-GTQ), 32 (KIVI)
+  const float* k = nullptr;  //!< [T][Hkv][D] held keys, e.g. rounded to fp16
+  const float* v = nullptr;  //!< [T][Hkv][D] held values, read when values are compared
+  //! Whether any row is held.
+  bool holds() const noexcept { return sink > 0 || recent > 0 || block > 1; }
+  //! First key of the tail still held at n keys (the first min(n, sink) are held too).
+  std::int64_t tail_from(std::int64_t n) const noexcept {
+    const std::int64_t m = n - sink;
+    if (m <= 0) return n;
+    const std::int64_t quantized = m < recent ? 0 : (m - recent) / block * block;
+    return sink + quantized;
+  }
 };
 
 //! Evenly spaced query positions for compare_attention: `count` of [t_begin, T) ending at
@@ -85,14 +100,15 @@ inline std::vector<int> spaced_queries(int T, int t_begin, int count = 0) {
 //! of the causal (query, key, head) triples done, after blocks of 64 queries of one head,
 //! from the pool's threads but never two calls at once (a block finishing while another
 //! thread reports is not reported), and a last time with 1 from the calling thread.
-//! `filling` (optional): the unquantized rows of a block still filling (see filling_block).
+//! `held` (optional): the rows the cache holds unquantized (see held_window).
 //! @throws bgtq::error (shape_mismatch) for a bad shape, (invalid_argument) for an empty,
-//!         unsorted or out-of-range query list, a negative block length, or a block
-//!         without its key rows (or without value rows when values are compared)
+//!         unsorted or out-of-range query list, a negative sink or recent, a block below 1,
+//!         or a window that holds rows without its key rows (or without value rows when
+//!         values are compared)
 inline attention_metrics compare_attention(const layer_shape& sh, const float* q, const float* k, const float* k_hat,
                                            const float* v, const float* v_hat, std::span<const int> queries,
                                            thread_pool* pool = nullptr, const std::function<void(double)>& progress = {},
-                                           const filling_block& filling = {}) {
+                                           const held_window& held = {}) {
   const int T = sh.tokens, Hq = sh.q_heads, Hkv = sh.kv_heads, D = sh.head_dim;
   BGTQ_REQUIRE(T >= 1 && Hq >= 1 && Hkv >= 1 && D >= 1 && Hq % Hkv == 0, errc::shape_mismatch,
                "compare_attention: bad shape T=" + std::to_string(T) + " Hq=" + std::to_string(Hq) +
@@ -108,10 +124,19 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
   const int nq = static_cast<int>(queries.size());
   const double inv_sqrt_d = 1.0 / std::sqrt(static_cast<double>(D));
   const bool with_v = v && v_hat;
-  const int fb = filling.tokens;
-  BGTQ_REQUIRE(fb >= 0, errc::invalid_argument, "compare_attention: filling block of " + std::to_string(fb) + " tokens");
-  BGTQ_REQUIRE(fb == 0 || (filling.k && (!with_v || filling.v)), errc::invalid_argument,
-               "compare_attention: a filling block needs its key rows, and its value rows when values are compared");
+  BGTQ_REQUIRE(held.sink >= 0 && held.recent >= 0 && held.block >= 1, errc::invalid_argument,
+               "compare_attention: held window with sink " + std::to_string(held.sink) + ", recent " +
+                   std::to_string(held.recent) + ", block " + std::to_string(held.block) +
+                   " (sink and recent must be >= 0, block >= 1)");
+  const bool holds = held.holds();
+  BGTQ_REQUIRE(!holds || (held.k && (!with_v || held.v)), errc::invalid_argument,
+               "compare_attention: a held window needs its key rows, and its value rows when values are compared");
+  // calls f(s) for each key s < n that the cache holds unquantized at n keys
+  auto for_each_held = [&](int n, auto&& f) {
+    const int head = std::min(n, held.sink), tail = static_cast<int>(held.tail_from(n));
+    for (int s = 0; s < head; ++s) f(s);
+    for (int s = std::max(tail, head); s < n; ++s) f(s);
+  };
   auto gather = [&](const float* x, int heads, int h, int rows, auto&& row_of) {
     mat m(rows, D);
     for (int r = 0; r < rows; ++r)
@@ -123,7 +148,7 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
     std::int64_t pairs = 0;
   };
   struct scratch {  // one per thread, allocated once at its largest
-    mat S, Sh, O, Oh;
+    mat S, Sh, Sf, O, Oh;  // Sf: scores against the held rows (a held window only)
     std::vector<int> idx, idx2;
     std::vector<double> dif;  // S - Sh of one query's row
   };
@@ -135,6 +160,7 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
   for (scratch& w : work) {
     w.S.resize(bmax, T1);
     w.Sh.resize(bmax, T1);
+    if (holds) w.Sf.resize(bmax, T1);
     if (with_v) {
       w.O.resize(bmax, D);
       w.Oh.resize(bmax, D);
@@ -152,14 +178,14 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
   auto ident = [](int r) { return r; };
   for (int h = 0; h < Hkv; ++h) {
     const mat K = gather(k, Hkv, h, T1, ident), Kh = gather(k_hat, Hkv, h, T1, ident);
-    mat V, Vh, Kf, Vf;  // Kf, Vf: the filling block's rows
+    mat V, Vh, Kf, Vf;  // Kf, Vf: the held rows
     if (with_v) {
       V = gather(v, Hkv, h, T1, ident);
       Vh = gather(v_hat, Hkv, h, T1, ident);
     }
-    if (fb > 0) {
-      Kf = gather(filling.k, Hkv, h, T1, ident);
-      if (with_v) Vf = gather(filling.v, Hkv, h, T1, ident);
+    if (holds) {
+      Kf = gather(held.k, Hkv, h, T1, ident);
+      if (with_v) Vf = gather(held.v, Hkv, h, T1, ident);
     }
     std::vector<mat> Q;  // the G query heads of KV head h at the evaluated positions
     for (int g = h * G; g < (h + 1) * G; ++g)
@@ -179,10 +205,12 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
       std::int64_t pairs = 0;
       w.S.topLeftCorner(rows, cols).noalias() = inv_sqrt_d * (Qg.middleRows(i0, rows) * K.topRows(cols).transpose());
       w.Sh.topLeftCorner(rows, cols).noalias() = inv_sqrt_d * (Qg.middleRows(i0, rows) * Kh.topRows(cols).transpose());
+      // the held rows' scores by the same product, so that a held score is bit for bit what
+      // a method storing that row (fp16) gets: a window covering every key gives fp16's metrics
+      if (holds) w.Sf.topLeftCorner(rows, cols).noalias() = inv_sqrt_d * (Qg.middleRows(i0, rows) * Kf.topRows(cols).transpose());
       for (int ib = 0; ib < rows; ++ib) {
         const int n = queries[static_cast<std::size_t>(i0 + ib)] + 1;  // keys s <= t
-        const int f0 = fb > 0 ? n / fb * fb : n;                       // keys s >= f0 still filling
-        for (int s = f0; s < n; ++s) w.Sh(ib, s) = inv_sqrt_d * Qg.row(i0 + ib).dot(Kf.row(s));
+        if (holds) for_each_held(n, [&](int s) { w.Sh(ib, s) = w.Sf(ib, s); });
         double mx = -INFINITY, mxh = -INFINITY;
         for (int s = 0; s < n; ++s) {
           mae += std::fabs(w.dif[static_cast<std::size_t>(s)] = w.S(ib, s) - w.Sh(ib, s));
@@ -234,11 +262,10 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
       if (with_v) {
         w.O.topRows(rows).noalias() = w.S.topLeftCorner(rows, cols) * V.topRows(cols);
         w.Oh.topRows(rows).noalias() = w.Sh.topLeftCorner(rows, cols) * Vh.topRows(cols);
-        if (fb > 0)  // the filling block's weights were applied to v_hat's rows: swap them for its own
-          for (int b = 0; b < rows; ++b) {
-            const int n = queries[static_cast<std::size_t>(i0 + b)] + 1;
-            for (int s = n / fb * fb; s < n; ++s) w.Oh.row(b) += w.Sh(b, s) * (Vf.row(s) - Vh.row(s));
-          }
+        if (holds)  // the held rows' weights were applied to v_hat's rows: swap those for the held ones
+          for (int b = 0; b < rows; ++b)
+            for_each_held(queries[static_cast<std::size_t>(i0 + b)] + 1,
+                          [&](int s) { w.Oh.row(b) += w.Sh(b, s) * (Vf.row(s) - Vh.row(s)); });
         for (int b = 0; b < rows; ++b) {
           const double num = (w.O.row(b) - w.Oh.row(b)).squaredNorm(), den = w.O.row(b).squaredNorm();
           rel += den > 0 ? std::sqrt(num / den) : std::sqrt(num);
