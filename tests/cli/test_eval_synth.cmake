@@ -59,14 +59,14 @@ endif()
 # (queries 128..255) says that 8.1% of its pairs do, and on 24 tokens (every key still
 # in the first block) KIVI's keys are fp16's, bit for bit (the old round trip quantized
 # them with the statistics of later tokens)
-bgtq_expect_match("${err}" "kivi@2: 8.1% of the evaluated \\(query, key\\) pairs read a key its cache holds in fp16 \\(its unfinished 32-token key block,"
+bgtq_expect_match("${err}" "kivi: 8.1% of the evaluated \\(query, key\\) pairs read keys and values in fp16 \\(its unfinished 32-token key block,"
                   "eval's KIVI warning")
 bgtq_run(out err rc synth --layers 1 --tokens 24 --q-heads 4 --kv-heads 2 --dim 16 --rope half --seed 3 -o ${WORK}/t24 --quiet)
 bgtq_expect_rc(${rc} 0 "synth 24 tokens" "${err}")
 bgtq_run(out err rc eval --q ${WORK}/t24/q.npy --k ${WORK}/t24/k.npy --v ${WORK}/t24/v.npy --rope half --bits 2
          --methods fp16,kivi --json)
 bgtq_expect_rc(${rc} 0 "eval 24 tokens" "${err}")
-bgtq_expect_match("${err}" "kivi@2: 100.0% of the evaluated" "eval's KIVI warning at 24 tokens")
+bgtq_expect_match("${err}" "kivi: 100.0% of the evaluated" "eval's KIVI warning at 24 tokens")
 foreach(metric logit_mae kl top10)
   string(JSON a GET "${out}" layers 0 results fp16 ${metric})
   string(JSON b GET "${out}" layers 0 results kivi@2 ${metric})

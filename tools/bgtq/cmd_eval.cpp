@@ -175,8 +175,16 @@ int run(cli::args& a) {
         o.bits = m.bits;
         o.symmetric = m.method == "kivi-sym";
         // from the fp16 rows, as the cache encodes a block once it leaves the window
-        cli::kivi_rows(kheld.data(), T, Hkv, D, o, true, khat.data());
-        if (vl) cli::kivi_rows(vheld.data(), T, Hkv, D, o, false, vhat.data());
+        // its 32-token blocks start after the sink (the sink's rows are never quantized:
+        // they are read from kheld / vheld)
+        const std::size_t skip = static_cast<std::size_t>(std::min<long>(sink, T)) * Hkv * D;
+        const int rest = T - static_cast<int>(std::min<long>(sink, T));
+        std::copy(kheld.begin(), kheld.begin() + static_cast<std::ptrdiff_t>(skip), khat.begin());
+        cli::kivi_rows(kheld.data() + skip, rest, Hkv, D, o, true, khat.data() + skip);
+        if (vl) {
+          std::copy(vheld.begin(), vheld.begin() + static_cast<std::ptrdiff_t>(skip), vhat.begin());
+          cli::kivi_rows(vheld.data() + skip, rest, Hkv, D, o, false, vhat.data() + skip);
+        }
         r.key_bytes = kivi_key_bytes_per_token(D, o);
         r.value_bytes = kivi_value_bytes_per_token(D, o);
       } else {
@@ -230,28 +238,46 @@ int run(cli::args& a) {
          << ", first at layer index " << c.first_layer << ": those tokens' errors can dominate this method's metrics";
     cli::warn("eval", text.str(), m.key() + ": ");
   }
-  // KIVI's unfinished key block is read in fp16: say how much of the evaluation reads
-  // fp16 rows that way (all of it below 32 tokens; a large share on short dumps), since
-  // B/token leaves them out
-  for (const auto& m : methods) {
-    if (m.method != "kivi" && m.method != "kivi-sym") continue;
-    const held_window w = held_by(m);
+  // Rows read in fp16 (the --sink / --recent window of every quantized method, and KIVI's
+  // unfinished key block: all of the keys below 32 tokens, a large share on short dumps):
+  // say how much of the evaluation reads them, since B/token leaves them out. One line
+  // for the window methods (TQ-MSE, Block-GTQ) and one for KIVI, each when at least 1%.
+  const auto held_share = [&](const held_window& w) {
     double all = 0, held = 0;
     for (const int t : queries) {
       const std::int64_t n = t + 1, head = std::min<std::int64_t>(n, w.sink);
       all += static_cast<double>(n);
       held += static_cast<double>(head + (n - std::max(w.tail_from(n), head)));
     }
-    const double share = 100.0 * held / all;
-    if (share < 1.0) continue;
+    return 100.0 * held / all;
+  };
+  const auto said_once = [&](const std::string& who, double share, const std::string& what) {
+    if (share < 1.0) return;
     std::ostringstream text;
-    text << std::fixed << std::setprecision(1) << share << "% of the evaluated (query, key) pairs read a key its cache "
-         << "holds in fp16 (its unfinished " << w.block << "-token key block"
-         << (sink + recent > 0 ? " and the --sink / --recent window" : "")
-         << ", keys and values; B/token, the steady-state rate, leaves them out); they are the most recent keys and "
-         << "weigh more in the softmax than their share";
-    cli::warn("eval", text.str(), m.key() + ": ");
+    text << std::fixed << std::setprecision(1) << share << "% of the evaluated (query, key) pairs read keys and values "
+         << "in fp16 (" << what << ", as the cache holds them); B/token, the steady-state rate, leaves them out";
+    cli::warn("eval", text.str(), who + ": ");
+  };
+  std::vector<std::string> windowed, kivis;
+  for (const auto& m : methods) {
+    if (m.method == "tq" || m.method == "bgtq") {
+      if (std::find(windowed.begin(), windowed.end(), m.method) == windowed.end()) windowed.push_back(m.method);
+    } else if (m.method != "fp16" && std::find(kivis.begin(), kivis.end(), m.method) == kivis.end()) {
+      kivis.push_back(m.method);
+    }
   }
+  auto joined = [](const std::vector<std::string>& v) {
+    std::string r;
+    for (const auto& x : v) r += (r.empty() ? "" : ", ") + x;
+    return r;
+  };
+  if (!windowed.empty())
+    said_once(joined(windowed), held_share(held_by({"tq", 1})), "the --sink / --recent window");
+  if (!kivis.empty())
+    said_once(joined(kivis), held_share(held_by({"kivi", 1})),
+              std::string("its unfinished ") + std::to_string(kivi_options{}.group_tokens) + "-token key block" +
+                  (sink + recent > 0 ? " and the --sink / --recent window" : "") +
+                  ", whose newest keys weigh more in the softmax than their share");
 
   // summary: means over layers, Block-GTQ vs uniform TQ-MSE
   std::map<std::string, method_result> mean;

@@ -206,7 +206,9 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
       w.S.topLeftCorner(rows, cols).noalias() = inv_sqrt_d * (Qg.middleRows(i0, rows) * K.topRows(cols).transpose());
       w.Sh.topLeftCorner(rows, cols).noalias() = inv_sqrt_d * (Qg.middleRows(i0, rows) * Kh.topRows(cols).transpose());
       // the held rows' scores by the same product, so that a held score is bit for bit what
-      // a method storing that row (fp16) gets: a window covering every key gives fp16's metrics
+      // a method storing that row (fp16) gets: a window covering every key gives fp16's logit
+      // MAE, KL and top-10 exactly (the output error to rounding: held values enter as a
+      // correction to the product below)
       if (holds) w.Sf.topLeftCorner(rows, cols).noalias() = inv_sqrt_d * (Qg.middleRows(i0, rows) * Kf.topRows(cols).transpose());
       for (int ib = 0; ib < rows; ++ib) {
         const int n = queries[static_cast<std::size_t>(i0 + ib)] + 1;  // keys s <= t
