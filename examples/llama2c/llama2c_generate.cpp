@@ -1,9 +1,10 @@
 // Example: greedy generation with the llama2c engine and the exact float32 KV cache.
 //   llama2c_generate MODEL.bin TOKENIZER.bin ["prompt"] [steps]
 // Prints the prompt and its continuation on stdout, the speed on stderr.
+#include <charconv>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <string>
 
@@ -14,12 +15,22 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "usage: %s MODEL.bin TOKENIZER.bin [\"prompt\"] [steps]\n", argv[0]);
     return 2;
   }
+  // steps: a whole non-negative decimal number (atoi read "abc" as 0 and generated nothing)
+  int steps = 256;
+  if (argc > 4) {
+    const char* s = argv[4];
+    const auto [end, ec] = std::from_chars(s, s + std::strlen(s), steps);
+    if (ec != std::errc() || *end != '\0' || steps < 0) {
+      std::fprintf(stderr, "%s: steps '%s' is not a whole number >= 0\nusage: %s MODEL.bin TOKENIZER.bin [\"prompt\"] [steps]\n",
+                   argv[0], s, argv[0]);
+      return 2;
+    }
+  }
   try {
     namespace lc = bgtq::llama2c;
     const lc::model m = lc::model::load(argv[1]);
     const lc::tokenizer tok = lc::tokenizer::load(argv[2], m.cfg().vocab_size);
     const std::string prompt = argc > 3 ? argv[3] : "";
-    const int steps = argc > 4 ? std::atoi(argv[4]) : 256;
 
     lc::fp32_kv_backend kv(m.cfg());
     lc::engine eng(m, kv);

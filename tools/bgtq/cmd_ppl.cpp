@@ -127,7 +127,8 @@ cli::registrar reg{{"ppl", "perplexity and next-token KL of a llama2.c model thr
                     "[--calib-text FILE | --calib-docs N (2)] [--docs N] [--json]\n"
                     "  One document per line, each scored from BOS (truncated to the context). Block-GTQ plans are\n"
                     "  calibrated on --calib-text, or on the first N documents, which are then not scored, whatever\n"
-                    "  --kv lists (so that runs with different lists score the same documents).",
+                    "  --kv lists (so that runs with different lists score the same documents); the calibration text\n"
+                    "  runs as one sequence from BOS, cut at the model's context (seq_len tokens).",
                     &run, {"json"}}};
 
 }  // namespace
