@@ -70,7 +70,7 @@ test-asan: deps
 # Left out: the Python helpers of bench/gpu (gpu_script:*) and `bgtq bench` (timing
 # loops, 44 s under TSan).
 TSAN_TARGETS  ?= test_core test_attention test_eval test_errors test_cuda_emu bench_decode_emu bgtq \
-                 quickstart integration_engine integration_parallel
+                 quickstart integration_engine integration_parallel llama2c_generate
 TSAN_LABELS   ?= ^(core|attention|eval|errors|cuda_emu|cli|examples)$$
 TSAN_EXCLUDE  ?= ^gpu_script:|^cli:test_bench$$
 TSAN_EMU_SPEC ?=
