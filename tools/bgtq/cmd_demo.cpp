@@ -106,6 +106,7 @@ int run(cli::args& a) {
   std::vector<float> kh(per_layer_k), vh(per_layer_k);
   held_window held;  // KIVI's unfinished key block, held in fp16 (set by its reconstruction)
   std::vector<float> kheld, vheld;
+  const std::vector<int> queries = spaced_queries(T, N);
   auto score = [&](const std::string& name, auto&& recon, double bytes) {
     fidelity f;
     f.name = name;
@@ -116,7 +117,6 @@ int run(cli::args& a) {
       const float* v = d.v.data() + l * per_layer_k;
       held = {};
       recon(l, k, v);
-      const std::vector<int> queries = spaced_queries(T, N);
       per[static_cast<std::size_t>(l)].m = compare_attention(layer_shape{T, Hq, Hkv, D}, d.q.data() + l * per_layer_q, k,
                                                              kh.data(), v, vh.data(), queries, nullptr, {}, held);
     }

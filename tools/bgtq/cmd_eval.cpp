@@ -159,16 +159,14 @@ int run(cli::args& a) {
       clamps& c = clamped[m.key()];
       const clamps before = c;
       if (m.method == "fp16") {
-        // as the fp16 cache stores them (docs/errors.md, row 19): clamped to +-65504, never Inf
-        for (std::size_t i = 0; i < nk; ++i) {
-          c.keys += beyond_half(kl[i]);
-          khat[i] = stored_half(kl[i]);
+        // as the fp16 cache stores them (docs/errors.md, row 19): clamped to +-65504, never
+        // Inf, i.e. the layer's fp16 rows (kheld, vheld)
+        for (std::size_t i = 0; i < nk; ++i) c.keys += beyond_half(kl[i]);
+        std::copy(kheld.begin(), kheld.end(), khat.begin());
+        if (vl) {
+          for (std::size_t i = 0; i < nk; ++i) c.values += beyond_half(vl[i]);
+          std::copy(vheld.begin(), vheld.end(), vhat.begin());
         }
-        if (vl)
-          for (std::size_t i = 0; i < nk; ++i) {
-            c.values += beyond_half(vl[i]);
-            vhat[i] = stored_half(vl[i]);
-          }
         r.key_bytes = r.value_bytes = 2.0 * D;
       } else if (m.method == "kivi" || m.method == "kivi-sym") {
         kivi_options o;
@@ -245,9 +243,8 @@ int run(cli::args& a) {
   const auto held_share = [&](const held_window& w) {
     double all = 0, held = 0;
     for (const int t : queries) {
-      const std::int64_t n = t + 1, head = std::min<std::int64_t>(n, w.sink);
-      all += static_cast<double>(n);
-      held += static_cast<double>(head + (n - std::max(w.tail_from(n), head)));
+      all += static_cast<double>(t + 1);
+      held += static_cast<double>(w.count(t + 1));
     }
     return 100.0 * held / all;
   };

@@ -74,6 +74,9 @@ struct held_window {
     const std::int64_t quantized = m < recent ? 0 : (m - recent) / block * block;
     return sink + quantized;
   }
+  //! How many of the n keys are held: min(n, sink) + n - tail_from(n) (tail_from(n) is n,
+  //! or at least sink, so the two parts never overlap).
+  std::int64_t count(std::int64_t n) const noexcept { return std::min<std::int64_t>(n, sink) + (n - tail_from(n)); }
 };
 
 //! Evenly spaced query positions for compare_attention: `count` of [t_begin, T) ending at
@@ -131,11 +134,10 @@ inline attention_metrics compare_attention(const layer_shape& sh, const float* q
   const bool holds = held.holds();
   BGTQ_REQUIRE(!holds || (held.k && (!with_v || held.v)), errc::invalid_argument,
                "compare_attention: a held window needs its key rows, and its value rows when values are compared");
-  // calls f(s) for each key s < n that the cache holds unquantized at n keys
+  // calls f(s) for each key s < n that the cache holds unquantized at n keys (held.count(n) of them)
   auto for_each_held = [&](int n, auto&& f) {
-    const int head = std::min(n, held.sink), tail = static_cast<int>(held.tail_from(n));
-    for (int s = 0; s < head; ++s) f(s);
-    for (int s = std::max(tail, head); s < n; ++s) f(s);
+    for (int s = 0, head = std::min(n, held.sink); s < head; ++s) f(s);
+    for (int s = static_cast<int>(held.tail_from(n)); s < n; ++s) f(s);
   };
   auto gather = [&](const float* x, int heads, int h, int rows, auto&& row_of) {
     mat m(rows, D);
