@@ -7,7 +7,14 @@
 //     `// partial[part][h][i][chunk] = e[d0(i)] + e[d1(i)]   (part 0 = q, 1 = k)`
 //  2. cub::DeviceSegmentedReduce::Sum over the chunks of each (part, h, i) segment;
 //  3. sums += reduced (a tiny kernel), so calls accumulate like energy_estimator::add.
+// A thread whose double sum is not finite (only a NaN or Inf element makes it so: a
+// float's square is at most ~1.2e77) scans its elements again and records the first
+// non-finite one's place with atomicMin in `first_bad`, which download() reports.
 #include <cub/device/device_segmented_reduce.cuh>
+
+#include <climits>
+#include <cstdio>
+#include <string>
 
 #include <bgtq/cuda/energy.hpp>
 
@@ -18,6 +25,10 @@ namespace bgtq::cuda {
 namespace {
 constexpr int energy_threads = 256;
 constexpr int energy_chunk = 256;  // tokens per CTA
+//! first_bad's value while every element accumulated since create / reset was finite;
+//! otherwise it holds token * (Hq + Hkv) * D + (head of q, or Hq + head of k) * D + dim,
+//! token counted since create / reset (the smallest such place: the first in token order).
+constexpr unsigned long long no_bad = ~0ull;
 }  // namespace
 
 struct device_energy::impl {
@@ -28,6 +39,7 @@ struct device_energy::impl {
   double* partial = nullptr;    // [2][Hkv][L][max_chunks]
   double* reduced = nullptr;    // [2][Hkv][L]
   double* sums = nullptr;       // [2][Hkv][L]
+  unsigned long long* first_bad = nullptr;  // see bad_place(); no_bad when every element was finite
   int* offsets = nullptr;       // [2*Hkv*L + 1] segment starts
   void* temp = nullptr;
   std::size_t temp_bytes = 0;
@@ -41,8 +53,11 @@ struct device_energy::impl {
     cudaFree(sums);
     cudaFree(offsets);
     cudaFree(temp);
+    cudaFree(first_bad);
   }
   int segments() const { return 2 * Hkv * L; }
+  //! Elements of one token: q's Hq heads, then k's Hkv heads, D each.
+  unsigned long long row() const { return static_cast<unsigned long long>(Hq + Hkv) * static_cast<unsigned long long>(D); }
 };
 
 namespace {
@@ -55,7 +70,28 @@ struct energy_kparams {
   int Hq, Hkv, G, D, L, max_chunks;
   const int* block_dims;
   double* partial;
+  unsigned long long* first_bad;
+  long long token_base;  // tokens accumulated since create / reset before this pass
 };
+
+//! Thread (r, d)'s second look at its elements, once its sums are not finite: records
+//! the place of its first non-finite one (token order, q's heads before k's).
+__device__ void record_first_bad(const energy_kparams& p, int h, int d, long long t0, long long t1, int R) {
+  const unsigned long long row = static_cast<unsigned long long>(p.Hq + p.Hkv) * static_cast<unsigned long long>(p.D);
+  for (long long t = t0; t < t1; t += R) {
+    const unsigned long long base = static_cast<unsigned long long>(p.token_base + t) * row;
+    for (int g = 0; g < p.G; ++g) {
+      if (!finite_bits(load_element(p.q, (static_cast<std::size_t>(t) * p.Hq + h * p.G + g) * p.D + d, p.type))) {
+        atomicMin(p.first_bad, base + static_cast<unsigned long long>(h * p.G + g) * p.D + d);
+        return;
+      }
+    }
+    if (!finite_bits(load_element(p.k, (static_cast<std::size_t>(t) * p.Hkv + h) * p.D + d, p.type))) {
+      atomicMin(p.first_bad, base + static_cast<unsigned long long>(p.Hq + h) * p.D + d);
+      return;
+    }
+  }
+}
 
 __global__ void __launch_bounds__(energy_threads) energy_partial_kernel(const energy_kparams p) {
   __shared__ double s_q[energy_threads], s_k[energy_threads];
@@ -77,6 +113,8 @@ __global__ void __launch_bounds__(energy_threads) energy_partial_kernel(const en
       const double y = load_element(p.k, (static_cast<std::size_t>(t) * p.Hkv + h) * p.D + d, p.type);
       ak += y * y;
     }
+    constexpr double dbl_max = 1.7976931348623157e308;
+    if (!(aq <= dbl_max && ak <= dbl_max)) record_first_bad(p, h, d, t0 + r, t1, R);  // NaN or +Inf
   }
   s_q[tid] = aq;
   s_k[tid] = ak;
@@ -129,18 +167,29 @@ errc device_energy::create(int q_heads, int kv_heads, int head_dim, const std::v
     m->D = head_dim;
     m->L = head_dim / 2;
     m->max_tokens = max_tokens;
-    m->max_chunks = static_cast<int>((max_tokens + energy_chunk - 1) / energy_chunk);
     const std::size_t nseg = static_cast<std::size_t>(m->segments());
+    // the chunks of one pass, counted without overflow (max_tokens may be up to LLONG_MAX)
+    // and checked before they narrow to int: CUB's segment offsets are int
+    const long long chunks = max_tokens / energy_chunk + (max_tokens % energy_chunk != 0 ? 1 : 0);
+    const long long chunk_limit = static_cast<long long>(INT_MAX / nseg);
+    if (chunks > chunk_limit) {
+      const std::string msg = "device_energy: max_tokens " + std::to_string(max_tokens) + " is beyond the " +
+                              std::to_string(chunk_limit * energy_chunk) + " tokens per pass that " +
+                              std::to_string(nseg / 2) +
+                              " (KV head, block) pairs allow (int segment offsets); pass a smaller max_tokens (larger calls loop)";
+      return detail::arg_fail(errc::unsupported, msg.c_str());
+    }
+    m->max_chunks = static_cast<int>(chunks);
     std::vector<int> offs(nseg + 1);
     for (std::size_t s = 0; s <= nseg; ++s) offs[s] = static_cast<int>(s * static_cast<std::size_t>(m->max_chunks));
-    BGTQ_ARG_CHECK(nseg * static_cast<std::size_t>(m->max_chunks) < (1u << 31), errc::unsupported,
-                   "device_energy: max_tokens too large for the segment offsets");
     BGTQ_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&m->block_dims), block_dims.size() * sizeof(int)));
     BGTQ_CUDA_TRY(cudaMemcpy(m->block_dims, block_dims.data(), block_dims.size() * sizeof(int), cudaMemcpyHostToDevice));
     BGTQ_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&m->partial), nseg * m->max_chunks * sizeof(double)));
     BGTQ_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&m->reduced), nseg * sizeof(double)));
     BGTQ_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&m->sums), nseg * sizeof(double)));
     BGTQ_CUDA_TRY(cudaMemset(m->sums, 0, nseg * sizeof(double)));
+    BGTQ_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&m->first_bad), sizeof(unsigned long long)));
+    BGTQ_CUDA_TRY(cudaMemset(m->first_bad, 0xff, sizeof(unsigned long long)));  // no_bad
     BGTQ_CUDA_TRY(cudaMalloc(reinterpret_cast<void**>(&m->offsets), offs.size() * sizeof(int)));
     BGTQ_CUDA_TRY(cudaMemcpy(m->offsets, offs.data(), offs.size() * sizeof(int), cudaMemcpyHostToDevice));
     BGTQ_CUDA_TRY(cub::DeviceSegmentedReduce::Sum(nullptr, m->temp_bytes, m->partial, m->reduced, static_cast<int>(nseg),
@@ -181,6 +230,8 @@ errc device_energy::accumulate(const void* q, const void* k, long long tokens, d
     kp.max_chunks = m.max_chunks;
     kp.block_dims = m.block_dims;
     kp.partial = m.partial;
+    kp.first_bad = m.first_bad;
+    kp.token_base = m.tokens + t0;
     const dim3 grid(static_cast<unsigned>(chunks), static_cast<unsigned>(m.Hkv));
     const dim3 block(energy_threads);
     BGTQ_LAUNCH(energy_partial_kernel, grid, block, 0, st, kp);
@@ -199,6 +250,7 @@ errc device_energy::accumulate(const void* q, const void* k, long long tokens, d
 errc device_energy::reset(void* stream) noexcept {
   BGTQ_ARG_CHECK(p_ != nullptr, errc::invalid_argument, "device_energy::reset: empty object");
   BGTQ_CUDA_TRY(cudaMemsetAsync(p_->sums, 0, static_cast<std::size_t>(p_->segments()) * sizeof(double), as_stream(stream)));
+  BGTQ_CUDA_TRY(cudaMemsetAsync(p_->first_bad, 0xff, sizeof(unsigned long long), as_stream(stream)));  // no_bad
   p_->tokens = 0;
   return errc::ok;
 }
@@ -208,6 +260,21 @@ errc device_energy::download(double* q_sums, double* k_sums, void* stream) const
   BGTQ_ARG_CHECK(q_sums != nullptr && k_sums != nullptr, errc::invalid_argument, "device_energy::download: null output");
   const std::size_t half = static_cast<std::size_t>(p_->Hkv) * p_->L;
   const cudaStream_t st = as_stream(stream);
+  unsigned long long bad = no_bad;
+  BGTQ_CUDA_TRY(cudaMemcpyAsync(&bad, p_->first_bad, sizeof bad, cudaMemcpyDeviceToHost, st));
+  BGTQ_CUDA_TRY(cudaStreamSynchronize(st));
+  if (bad != no_bad) {
+    const unsigned long long row = p_->row(), D = static_cast<unsigned long long>(p_->D);
+    const unsigned long long token = bad / row, e = bad % row, qn = static_cast<unsigned long long>(p_->Hq) * D;
+    const bool in_q = e < qn;
+    const unsigned long long head = (in_q ? e : e - qn) / D, dim = e % D;
+    char msg[240];
+    std::snprintf(msg, sizeof msg,
+                  "device_energy::download: non-finite value (NaN or Inf) in %s at token %llu (counted since create / "
+                  "reset), head %llu, dim %llu; the sums were not copied (reset to go on)",
+                  in_q ? "q" : "k", token, head, dim);
+    return detail::arg_fail(errc::non_finite, msg);
+  }
   BGTQ_CUDA_TRY(cudaMemcpyAsync(q_sums, p_->sums, half * sizeof(double), cudaMemcpyDeviceToHost, st));
   BGTQ_CUDA_TRY(cudaMemcpyAsync(k_sums, p_->sums + half, half * sizeof(double), cudaMemcpyDeviceToHost, st));
   BGTQ_CUDA_TRY(cudaStreamSynchronize(st));

@@ -838,6 +838,82 @@ inline check_report gpu_check_energy(int Hq, int Hkv, int D, rope_pairing pairin
   return rep;
 }
 
+//! device_energy with NaN / Inf elements planted: download() must return non_finite,
+//! leave its outputs untouched and name the first planted element (token order, counted
+//! across accumulate calls and internal passes; q's heads before k's at one token); after
+//! reset() clean tokens give finite sums again. Each plant is {in_k, token, head, dim, value}.
+struct energy_plant {
+  bool in_k;
+  long long token;
+  int head, dim;
+  float value;
+};
+inline check_report gpu_check_energy_nonfinite(int Hq, int Hkv, int D, long long T, cuda::dtype type, long long max_tokens,
+                                               long long first_call, const std::vector<energy_plant>& plants,
+                                               const std::string& expect, std::uint64_t seed) {
+  check_report rep;
+  char head[160];
+  std::snprintf(head, sizeof head, "energy non-finite Hq=%d Hkv=%d D=%d T=%lld %s max_tokens=%lld first call %lld", Hq, Hkv,
+                D, T, dtype_name(type), max_tokens, first_call);
+  rep.what = head;
+  const rope_layout rope(D, rope_pairing::half);
+  const int L = rope.num_blocks();
+  std::vector<float> q = normal_floats(static_cast<std::size_t>(T) * Hq * D, seed, 1, 1.0f);
+  std::vector<float> k = normal_floats(static_cast<std::size_t>(T) * Hkv * D, seed, 2, 1.0f);
+  for (const energy_plant& e : plants)
+    (e.in_k ? k : q)[(static_cast<std::size_t>(e.token) * (e.in_k ? Hkv : Hq) + e.head) * D + e.dim] = e.value;
+  std::vector<std::uint16_t> qb, kb;
+  round_to(q, type, &qb);
+  round_to(k, type, &kb);
+  std::vector<int> bd;
+  for (int i = 0; i < L; ++i) {
+    bd.push_back(rope.block_dims(i)[0]);
+    bd.push_back(rope.block_dims(i)[1]);
+  }
+  cuda::device_energy e;
+  BGTQ_CHECK_ERRC(cuda::device_energy::create(Hq, Hkv, D, bd, max_tokens, e));
+  dev_buf dq, dk;
+  if (type == cuda::dtype::f32) {
+    BGTQ_CHECK_CUDA(upload_vec(dq, q));
+    BGTQ_CHECK_CUDA(upload_vec(dk, k));
+  } else {
+    BGTQ_CHECK_CUDA(upload_vec(dq, qb));
+    BGTQ_CHECK_CUDA(upload_vec(dk, kb));
+  }
+  const std::size_t es = type == cuda::dtype::f32 ? 4 : 2;
+  BGTQ_CHECK_ERRC(e.accumulate(dq.p, dk.p, first_call, type));
+  BGTQ_CHECK_ERRC(e.accumulate(dq.as<std::uint8_t>() + static_cast<std::size_t>(first_call) * Hq * D * es,
+                               dk.as<std::uint8_t>() + static_cast<std::size_t>(first_call) * Hkv * D * es, T - first_call,
+                               type));
+  const std::size_t n = static_cast<std::size_t>(Hkv) * L;
+  std::vector<double> gq(n, 7.0), gk(n, 7.0);
+  const bgtq::errc got = e.download(gq.data(), gk.data());
+  const std::string msg = cuda::last_error_message();
+  rep.what += " | download: " + std::string(bgtq::to_string(got)) + ": " + msg;
+  if (got != bgtq::errc::non_finite || msg.find(expect) == std::string::npos) {
+    rep.what += " | expected non_finite naming '" + expect + "'";
+    return rep;
+  }
+  for (std::size_t i = 0; i < n; ++i)
+    if (gq[i] != 7.0 || gk[i] != 7.0) {
+      rep.what += " | the outputs were written";
+      return rep;
+    }
+  // reset forgets it: the tokens before the first plant give finite sums
+  long long clean = T;
+  for (const energy_plant& p : plants) clean = std::min(clean, p.token);
+  BGTQ_CHECK_ERRC(e.reset());
+  BGTQ_CHECK_ERRC(e.accumulate(dq.p, dk.p, clean, type));
+  BGTQ_CHECK_ERRC(e.download(gq.data(), gk.data()));
+  for (std::size_t i = 0; i < n; ++i)
+    if (!std::isfinite(gq[i]) || !std::isfinite(gk[i]) || (clean > 0 && (gq[i] <= 0.0 || gk[i] <= 0.0))) {
+      rep.what += " | after reset, sum " + std::to_string(i) + " is " + std::to_string(gq[i]) + ", " + std::to_string(gk[i]);
+      return rep;
+    }
+  rep.ok = true;
+  return rep;
+}
+
 #undef BGTQ_CHECK_CUDA
 #undef BGTQ_CHECK_ERRC
 

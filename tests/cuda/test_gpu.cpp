@@ -3,6 +3,7 @@
 #include <catch2/catch.hpp>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstdlib>
 #include <initializer_list>
@@ -318,7 +319,34 @@ TEST_CASE("device energy sums equal the CPU's double sums", "[gpu][energy][tsan]
   const check_report b = gpu_check_energy(32, 8, 128, bgtq::rope_pairing::half, 517, bc::dtype::f16, 4096, 801);
   INFO(b.what);
   REQUIRE(b.ok);
+  // a bf16 NaN in k in the second call's second pass (token 40 + 20 + 5), D = 10 (25 rows
+  // of 10 threads per CTA, 6 threads idle)
   const check_report c = gpu_check_energy(4, 4, 256, bgtq::rope_pairing::interleaved, 97, bc::dtype::bf16, 50, 802);
+  INFO(c.what);
+  REQUIRE(c.ok);
+}
+
+TEST_CASE("device energy refuses NaN and Inf at download, naming the first, and reset forgets them", "[gpu][energy][errors]") {
+  require_device();
+  using p = bgtq_gpu::energy_plant;
+  const float inf = INFINITY, nan = NAN;
+  // token 450 holds a NaN in q head 5 and an Inf in k head 0: q's heads come first; a
+  // later token's plant does not matter; 200 + 400 tokens in passes of 300 (token 450 is
+  // the second call's 250th, in its first pass)
+  const check_report a = gpu_check_energy_nonfinite(8, 2, 64, 600, bc::dtype::f32, 300, 200,
+                                                    {p{true, 520, 1, 9, nan}, p{true, 450, 0, 0, inf}, p{false, 450, 5, 3, nan}},
+                                                    "in q at token 450 (counted since create / reset), head 5, dim 3", 810);
+  INFO(a.what);
+  REQUIRE(a.ok);
+  // only k: -Inf at token 13 (the first call), f16 input, D = 128
+  const check_report b = gpu_check_energy_nonfinite(4, 4, 128, 37, bc::dtype::f16, 1000, 20, {p{true, 13, 3, 127, -inf}},
+                                                    "in k at token 13 (counted since create / reset), head 3, dim 127", 811);
+  INFO(b.what);
+  REQUIRE(b.ok);
+  // a bf16 NaN in k in the second call's second pass (token 40 + 20 + 5), D = 10 (25 rows
+  // of 10 threads per CTA, 6 threads idle)
+  const check_report c = gpu_check_energy_nonfinite(6, 2, 10, 90, bc::dtype::bf16, 20, 40, {p{true, 65, 1, 9, nan}},
+                                                    "in k at token 65 (counted since create / reset), head 1, dim 9", 812);
   INFO(c.what);
   REQUIRE(c.ok);
 }
@@ -375,6 +403,17 @@ TEST_CASE("launchers return error codes with a message for bad arguments", "[gpu
   REQUIRE(en.accumulate(nullptr, nullptr, 5, bc::dtype::f16) == bgtq::errc::invalid_argument);
   REQUIRE(std::string(bc::last_error_message()).find("null") != std::string::npos);
   REQUIRE(en.accumulate(nullptr, nullptr, 0, bc::dtype::f16) == bgtq::errc::ok);  // zero tokens: nothing read
+  // a pass beyond int segment offsets is refused, counted without overflow: 2^40 tokens
+  // wrapped the chunk count to 0 (a zero-byte partial buffer, then writes past it) and
+  // LLONG_MAX overflowed; 2 * 2 * 32 segments allow 256 * floor((2^31 - 1) / 128) tokens
+  for (const long long mt : {1LL << 40, (1LL << 40) + 256, LLONG_MAX, 256LL * (INT_MAX / 128) + 1}) {
+    bc::device_energy big;
+    INFO("max_tokens " << mt);
+    REQUIRE(bc::device_energy::create(8, 2, 64, std::vector<int>(64, 0), mt, big) == bgtq::errc::unsupported);
+    REQUIRE(std::string(bc::last_error_message()).find("max_tokens " + std::to_string(mt) + " is beyond the 4294967040") !=
+            std::string::npos);
+    REQUIRE(big.blocks() == 0);
+  }
 }
 
 TEST_CASE("a failed CUDA call is reported once: a pool beyond device memory, then the next calls succeed", "[gpu][errors]") {

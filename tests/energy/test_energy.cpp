@@ -367,6 +367,9 @@ TEST_CASE("energy_estimator rejects bad shapes and arguments", "[energy]") {
   REQUIRE(error_code_of([&] { energy_estimator(0, 4, 2, r); }) == errc::invalid_argument);
   REQUIRE(error_code_of([&] { energy_estimator(1, 6, 4, r); }) == errc::invalid_argument);
   REQUIRE(error_code_of([&] { energy_estimator(1, 4, 0, r); }) == errc::invalid_argument);
+  // q_heads within what a plan holds (build_plan would refuse it only after the whole pass)
+  REQUIRE(error_code_of([&] { energy_estimator(1, bgtq::max_plan_q_heads * 2, 2, r); }) == errc::invalid_argument);
+  { energy_estimator at_limit(1, bgtq::max_plan_q_heads, 2, r); }
   rope_layout bad = r;
   bad.rotary_dim = 3;
   REQUIRE(error_code_of([&] { energy_estimator(1, 4, 2, bad); }) == errc::invalid_argument);

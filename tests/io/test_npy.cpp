@@ -283,6 +283,42 @@ TEST_CASE("atomic_write_files: a failure after the first temporary leaves no tem
   }
 }
 
+TEST_CASE("atomic_write_files: a failed write names the output, not its removed temporary", "[io][npy]") {
+  // a full disk shows as a stream that went bad while writing; the message used to name
+  // "out.bin.tmp.<random>", a file that no longer exists when the user reads it
+  bgtq_test::temp_dir dir("atomic_message");
+  const std::string out = dir.file("out.bin");
+  bgtq::atomic_write_file(out, [](std::ostream& os) { os << "old"; });
+  const auto read_text = [](const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    return std::string(std::istreambuf_iterator<char>(in), {});
+  };
+  const auto failing = [](std::ostream& os) {
+    os << "partial";
+    os.setstate(std::ios::badbit);
+  };
+  for (const bool two : {false, true}) {
+    INFO((two ? "second of two outputs" : "one output"));
+    const std::string other = dir.file("other.bin");
+    std::string msg;
+    try {
+      if (two)
+        bgtq::atomic_write_files({{other, [](std::ostream& os) { os << "x"; }, true}, {out, failing, true}});
+      else
+        bgtq::atomic_write_file(out, failing);
+    } catch (const bgtq::error& e) {
+      CHECK(e.code() == errc::io_error);
+      msg = e.what();
+    }
+    INFO(msg);
+    CHECK(msg.find("write to '" + out + "' failed (disk full?) ('" + out + "' is unchanged; its temporary '" + out + ".tmp.") !=
+          std::string::npos);
+    CHECK(msg.find("' was removed)") != std::string::npos);
+    CHECK(read_text(out) == "old");
+    CHECK(dir.entries() == std::vector<std::string>{"out.bin"});
+  }
+}
+
 TEST_CASE("atomic_write_files: symlinks are followed, a FIFO is written in place, an empty path is refused", "[io][npy]") {
   namespace fs = std::filesystem;
   bgtq_test::temp_dir dir("atomic_targets");

@@ -30,8 +30,10 @@ class device_energy {
 
   //! @param block_dims  [L][2] flattened: the two head dims of block i
   //!                    (rope_layout::block_dims(i)), L = head_dim / 2
-  //! @param max_tokens  tokens processed per internal pass (larger calls loop)
-  //! Errors: invalid_argument (shapes, dims out of range), unsupported (head_dim > 256),
+  //! @param max_tokens  tokens processed per internal pass (larger calls loop); the device
+  //!                    holds 8 bytes per 256 of them for each (q or k, KV head, block)
+  //! Errors: invalid_argument (shapes, dims out of range), unsupported (head_dim > 256, or
+  //! max_tokens beyond int segment offsets: 256 * floor((2^31 - 1) / (2 * kv_heads * L))),
   //! device_error.
   static errc create(int q_heads, int kv_heads, int head_dim, const std::vector<int>& block_dims, long long max_tokens,
                      device_energy& out) noexcept;
@@ -39,10 +41,13 @@ class device_energy {
   //! Adds `tokens` tokens: q [tokens][q_heads][head_dim] and k [tokens][kv_heads][head_dim]
   //! (device memory, element type `type`). Asynchronous on `stream`.
   errc accumulate(const void* q, const void* k, long long tokens, dtype type, void* stream = nullptr) noexcept;
-  //! Zeroes the sums and the token count.
+  //! Zeroes the sums and the token count, and forgets a non-finite element.
   errc reset(void* stream = nullptr) noexcept;
   //! Copies the sums to host arrays of kv_heads * L doubles each, index h * L + i.
-  //! Synchronous (waits for `stream`).
+  //! Synchronous (waits for `stream`). errc::non_finite, with the outputs untouched, when
+  //! an element accumulated since create / reset was NaN or Inf (as energy_estimator::add
+  //! refuses them): last_error_message() names the first one, q or k, token (counted since
+  //! create / reset), head and dim. reset() clears it.
   errc download(double* q_sums, double* k_sums, void* stream = nullptr) const noexcept;
   //! Tokens accumulated since create / reset.
   long long tokens() const noexcept;

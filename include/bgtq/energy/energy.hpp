@@ -77,9 +77,9 @@ class energy_estimator {
     BGTQ_REQUIRE(kv_heads >= 1 && kv_heads <= max_plan_kv_heads, errc::invalid_argument,
                  "energy_estimator: kv_heads must be in 1 .. " + std::to_string(max_plan_kv_heads) + ", got " +
                      std::to_string(kv_heads));
-    BGTQ_REQUIRE(q_heads >= 1 && q_heads % kv_heads == 0, errc::invalid_argument,
+    BGTQ_REQUIRE(q_heads >= 1 && q_heads % kv_heads == 0 && q_heads <= max_plan_q_heads, errc::invalid_argument,
                  "energy_estimator: q_heads must be a positive multiple of kv_heads=" + std::to_string(kv_heads) +
-                     ", got " + std::to_string(q_heads));
+                     " and at most " + std::to_string(max_plan_q_heads) + ", got " + std::to_string(q_heads));
     rope_.validate();
     const int d = rope_.head_dim;
     dims_.resize(static_cast<std::size_t>(rope_.num_blocks()));

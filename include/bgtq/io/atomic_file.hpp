@@ -174,12 +174,15 @@ inline void atomic_write_files(const std::vector<output_file>& files) {
     if (fs::is_directory(files[i].path, ec)) fail(errc::io_error, "cannot replace '" + files[i].path + "': it is a directory");
     targets.push_back(detail::resolve_output(files[i].path));
   }
-  const auto write_to = [](const output_file& f, const fs::path& to, const std::string& what) {
+  // messages name the output as the user gave it: the temporary is gone when they read
+  // them (a note says that the file, if any, is unchanged)
+  const auto write_to = [](const output_file& f, const fs::path& to, bool temporary) {
+    const std::string note = temporary ? " ('" + f.path + "' is unchanged; its temporary '" + to.string() + "' was removed)" : "";
     std::ofstream os(to, f.binary ? (std::ios::binary | std::ios::trunc) : std::ios::trunc);
-    if (!os) fail(errc::io_error, "cannot create '" + what + "' (does the directory exist and is it writable?)");
+    if (!os) fail(errc::io_error, "cannot create '" + f.path + "' (does the directory exist and is it writable?)" + note);
     f.write(os);
     os.flush();
-    if (!os) fail(errc::io_error, "write to '" + what + "' failed (disk full?)");
+    if (!os) fail(errc::io_error, "write to '" + f.path + "' failed (disk full?)" + note);
   };
   std::vector<fs::path> tmps(files.size());
   std::vector<std::unique_ptr<detail::pending_temporary>> pending(files.size());  // released on return
@@ -188,10 +191,10 @@ inline void atomic_write_files(const std::vector<output_file>& files) {
       if (!targets[i].in_place) {
         tmps[i] = detail::temp_path_for(targets[i].path);
         pending[i] = std::make_unique<detail::pending_temporary>(tmps[i]);
-        write_to(files[i], tmps[i], tmps[i].string());
+        write_to(files[i], tmps[i], true);
       }
     for (std::size_t i = 0; i < files.size(); ++i)
-      if (targets[i].in_place) write_to(files[i], targets[i].path, files[i].path);
+      if (targets[i].in_place) write_to(files[i], targets[i].path, false);
     for (std::size_t i = 0; i < files.size(); ++i) {
       if (targets[i].in_place) continue;
       std::error_code ec;

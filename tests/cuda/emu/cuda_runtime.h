@@ -557,6 +557,13 @@ inline unsigned atomicAnd(unsigned* p, unsigned v) { return std::atomic_ref<unsi
 inline unsigned long long atomicAdd(unsigned long long* p, unsigned long long v) {
   return std::atomic_ref<unsigned long long>(*p).fetch_add(v);
 }
+inline unsigned long long atomicMin(unsigned long long* p, unsigned long long v) {
+  std::atomic_ref<unsigned long long> a(*p);
+  unsigned long long old = a.load();
+  while (v < old && !a.compare_exchange_weak(old, v)) {
+  }
+  return old;
+}
 
 // ------------------------------------------------------------------ runtime API
 inline const char* cudaGetErrorString(cudaError_t e) {
