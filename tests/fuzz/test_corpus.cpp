@@ -230,8 +230,13 @@ TEST_CASE("fuzz seeds: eval results JSON (plot eval's reader) are current and ru
       {"no_v.seed", R"({"layers":[{"layer":0,"results":{"tq@3":{"logit_mae":0.2,"kl":0.05,"top10":0.9}}}]})", 3},
       {"hostile_numbers.seed",
        R"({"config":{"layers":1e300,"tokens":-1},"layers":[{"layer":0,"results":{"kivi@4":{"logit_mae":null,"kl":1e-320,)"
-       R"("top10":1.5,"bytes_per_token":-7}}}],"summary":{"bgtq_vs_tq":[{"bits":3,"logit_mae_reduction":1e308}]}})",
+       R"("top10":1.5,"bytes_per_token":-7}}}],"summary":{"bgtq_vs_tq":[{"bits":3,"logit_mae_reduction":-999999.5}]}})",
        2},
+      // reductions beyond +-1e6 and metrics beyond double's range are refused (format_error)
+      {"hostile_reduction.seed",
+       R"({"layers":[{"layer":0,"results":{"tq@3":{"logit_mae":0.5}}}],"summary":{"bgtq_vs_tq":[{"bits":3,"logit_mae_reduction":1e308}]}})",
+       0},
+      {"overflowing_metric.seed", R"({"layers":[{"layer":0,"results":{"tq@3":{"logit_mae":1e999,"kl":0.1}}}]})", 0},
       {"bad_layer.seed", R"({"layers":[{"layer":4294967296.5,"results":{"tq@2":{"logit_mae":1}}}]})", 0},
       {"escapes.seed", "{\"layers\":[{\"layer\":0,\"results\":{\"t\\u00e9q@2\\ud83d\\ude00\":{\"logit_mae\":1e-3}}}]}", 1},
       {"nested.seed", std::string(300, '[') + std::string(300, ']'), 0},

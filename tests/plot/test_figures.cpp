@@ -250,6 +250,43 @@ TEST_CASE("eval results: wrong shapes and absent metrics are clear errors", "[pl
              R"("summary":{"bgtq_vs_tq":[{"bits":1e300,"logit_mae_reduction":0.5}]}})") == errc::format_error);
   CHECK(code(R"({"layers":[{"layer":0,"results":{"tq@2":{"logit_mae":null}, "tq@3":{"logit_mae":1}}}],)"
              R"("config":{"layers":1e300,"tokens":-5,"head_dim":2.5}})") == errc::ok);  // null: no value; bad counts ignored
+  // a metric beyond double's range (the reader's +inf) is refused: it was taken for
+  // "absent", the point vanished (ok) or the file was said not to report the metric
+  CHECK(code(R"({"layers":[{"layer":0,"results":{"tq@2":{"logit_mae":1e999}}}]})") == errc::format_error);
+  CHECK(code(R"({"layers":[{"layer":0,"results":{"tq@2":{"logit_mae":1e999}}},{"layer":1,"results":{"tq@2":{"logit_mae":0.5}}}]})") ==
+        errc::format_error);
+  // a reduction beyond +-1e6 (1e307 x 100 printed "-inf%") or beyond double's range
+  for (const char* red : {"1e307", "1e999", "-2e6"}) {
+    INFO(red);
+    CHECK(code(std::string(R"({"layers":[{"layer":0,"results":{"tq@2":{"logit_mae":1}}}],"summary":{"bgtq_vs_tq":[{"bits":2,"logit_mae_reduction":)") +
+               red + "}]}}") == errc::format_error);
+  }
+  CHECK(code(R"({"layers":[{"layer":0,"results":{"tq@2":{"logit_mae":1}}}],"summary":{"bgtq_vs_tq":[{"bits":2,"logit_mae_reduction":-5e5}]}})") ==
+        errc::ok);
+}
+
+TEST_CASE("eval figure: values near double's range get a finite axis with ticks", "[plot][figure]") {
+  // 1e308 and 1.7e308: the axis' rounded-out top overflowed to inf, no tick was drawn and
+  // both markers sat on the axis line
+  const std::string text = R"({"layers":[{"layer":0,"results":{"tq@2":{"logit_mae":1e308,"bytes_per_token":50}}},)"
+                           R"({"layer":1,"results":{"tq@2":{"logit_mae":1.7e308,"bytes_per_token":50}}}]})";
+  const std::string svg = plot::eval_figure(plot::parse_eval_results(plot::parse_json(text, "R.json"), "R.json"));
+  REQUIRE(bgtq_test::check_xml(svg).error.empty());
+  CHECK(svg.find("inf") == std::string::npos);
+  std::size_t labels = 0;
+  for (std::size_t at = svg.find("text-anchor=\"end\""); at != std::string::npos; at = svg.find("text-anchor=\"end\"", at + 1))
+    ++labels;
+  CHECK(labels >= 3u);
+  // the two markers at different heights: their rect y differ
+  std::vector<std::string> ys;
+  for (std::size_t at = svg.find("<rect x=\""); at != std::string::npos; at = svg.find("<rect x=\"", at + 1)) {
+    const std::size_t tt = svg.find("<title>tq@2, layer", at);
+    if (tt == std::string::npos || tt > svg.find('>', at) + 2) continue;
+    const std::size_t y = svg.find(" y=\"", at);
+    ys.push_back(svg.substr(y, svg.find('"', y + 4) - y));
+  }
+  REQUIRE(ys.size() == 2u);
+  CHECK(ys[0] != ys[1]);
 }
 
 TEST_CASE("JSON reader: values, escapes, errors with line and column", "[plot][json]") {

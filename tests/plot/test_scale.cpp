@@ -146,6 +146,18 @@ TEST_CASE("linear ticks are nice multiples and exact", "[plot][scale]") {
   d = nice_domain(3, 3, 5);
   CHECK(d.first < 3);
   CHECK(d.second > 3);
+  // near the end of double's range the rounded-out bound overflowed to inf (step 5e307:
+  // 4 x 5e307), which left no ticks and every point on the axis; the bound itself then
+  for (const double hi : {1.5e308, 1.7e308, std::numeric_limits<double>::max()}) {
+    INFO(hi);
+    d = nice_domain(0, hi, 5);
+    CHECK(std::isfinite(d.second));
+    CHECK(d.second >= hi);
+    CHECK(linear_ticks(d.first, d.second, 5).size() >= 3u);
+    d = nice_domain(-hi, 0, 5);
+    CHECK(std::isfinite(d.first));
+    CHECK(d.first <= -hi);
+  }
 }
 
 TEST_CASE("tick labels", "[plot][scale]") {
@@ -153,6 +165,22 @@ TEST_CASE("tick labels", "[plot][scale]") {
   CHECK(linear_tick_label(40, 20) == "40");
   CHECK(linear_tick_label(-0.0, 0.5) == "0");
   CHECK(linear_tick_label(0.85, 0.05) == "0.85");
+  CHECK(linear_tick_label(0.000005, 0.000001) == "0.000005");
+  // steps below 1e-6 in scientific notation: fixed notation (at most 12 decimals) wrote
+  // every tick of a 1e-13 step as "0"
+  CHECK(linear_tick_label(1e-13, 5e-14) == "1.0e-13");
+  CHECK(linear_tick_label(1.5e-13, 5e-14) == "1.5e-13");
+  CHECK(linear_tick_label(2e-13, 1e-13) == "2e-13");
+  CHECK(linear_tick_label(-3e-7, 1e-7) == "-3e-7");
+  CHECK(linear_tick_label(7.5e-9, 2.5e-9) == "7.5e-9");
+  CHECK(linear_tick_label(5e-9, 2.5e-9) == "5.0e-9");
+  CHECK(linear_tick_label(0.0, 5e-14) == "0");
+  {
+    std::vector<std::string> seen;
+    for (double v : linear_ticks(1e-13, 3e-13, 5)) seen.push_back(linear_tick_label(v, nice_step(2e-13, 5)));
+    REQUIRE(seen.size() >= 3u);
+    for (std::size_t i = 1; i < seen.size(); ++i) CHECK(seen[i] != seen[i - 1]);
+  }
   auto l = log_tick_label(1e-3);
   CHECK(l.mantissa == "10");
   CHECK(l.exponent == "-3");

@@ -315,7 +315,11 @@ inline eval_table parse_eval_results(const json_value& doc, const std::string& n
       if (x && x->is_number() && x->as_number() < 0.0)  // errors, overlaps and byte counts are all >= 0
         bad("layers[" + std::to_string(li) + "].results." + m + "." + metric + " = " + json_number_text(x->as_number()) +
             " is negative");
-      if (x && x->is_number() && std::isfinite(x->as_number())) t.value[it->second][li] = x->as_number();
+      // a number beyond double's range (1e999) reads as +inf: refused, not taken for "absent"
+      // (which dropped the point without a word, or blamed the file for not reporting it)
+      if (x && x->is_number() && !std::isfinite(x->as_number()))
+        bad("layers[" + std::to_string(li) + "].results." + m + "." + metric + " is beyond double's range");
+      if (x && x->is_number()) t.value[it->second][li] = x->as_number();
       const json_value* by = v.find("bytes_per_token");
       if (by && by->is_number() && std::isfinite(by->as_number())) bytes_mean[it->second].add(by->as_number());
     }
@@ -339,6 +343,11 @@ inline eval_table parse_eval_results(const json_value& doc, const std::string& n
           const double bits = b->as_number();
           if (!(bits >= 1.0 && bits <= 8.0 && bits == std::floor(bits)))
             bad("summary.bgtq_vs_tq[].bits = " + json_number_text(bits) + " is not a bit width (1..8)");
+          // 1 - MAE ratio: at most 1; far below -1e6 (a million times tq's error) only a
+          // broken or hand-made file has (1e307 printed "-inf%", x 100 overflowing)
+          if (!(std::abs(red->as_number()) <= 1e6))
+            bad("summary.bgtq_vs_tq[].logit_mae_reduction = " + json_number_text(red->as_number()) +
+                " is not a reduction (finite, within +-1e6)");
           t.bgtq_reduction[static_cast<int>(bits)] = red->as_number();
         }
       }

@@ -56,7 +56,10 @@ inline std::pair<double, double> nice_domain(double lo, double hi, int target = 
     hi += d;
   }
   const double st = nice_step(hi - lo, target);
-  return {std::floor(lo / st + 1e-9) * st, std::ceil(hi / st - 1e-9) * st};
+  // near double's range a bound rounded out to the step's multiple overflows (hi = 1.7e308,
+  // step 5e307: 4 x 5e307 = inf, and every point fell on the axis): the bound itself then
+  const double a = std::floor(lo / st + 1e-9) * st, b = std::ceil(hi / st - 1e-9) * st;
+  return {std::isfinite(a) ? a : lo, std::isfinite(b) ? b : hi};
 }
 
 //! Ticks at multiples of nice_step(hi - lo, target) inside [lo, hi] (inclusive, with a
@@ -167,8 +170,23 @@ inline log_tick_set log_ticks(double lo, double hi, int max_major = 8) {
   return t;
 }
 
-//! Label of a linear tick: as many decimals as the step needs ("0.25", "40", "-1.5").
+//! Label of a linear tick: as many decimals as the step needs ("0.25", "40", "-1.5");
+//! for steps below 1e-6 in scientific notation with as many digits as the step needs
+//! ("1.5e-13": fixed notation with at most 12 decimals wrote every such tick as "0").
 inline std::string linear_tick_label(double v, double step) {
+  if (step > 0 && step < 1e-6 && v != 0.0) {
+    const int sig = static_cast<int>(std::floor(std::log10(std::abs(v)))) - static_cast<int>(std::floor(std::log10(step)));
+    const int extra = std::abs(step / std::pow(10.0, std::floor(std::log10(step))) - 2.5) < 1e-9 ? 1 : 0;
+    char buf[64];
+    std::snprintf(buf, sizeof buf, "%.*e", std::clamp(sig + extra, 0, 15), v);
+    std::string s(buf);  // "1.50e-13": strip the exponent's leading zeros and '+'
+    const std::size_t e = s.find('e');
+    std::string mant = s.substr(0, e), ex = s.substr(e + 1);
+    const bool neg = ex[0] == '-';
+    ex = ex.substr(1);
+    ex.erase(0, std::min(ex.find_first_not_of('0'), ex.size() - 1));
+    return mant + "e" + (neg ? "-" : "") + ex;
+  }
   int dec = 0;
   if (step > 0 && step < 1) dec = static_cast<int>(std::ceil(-std::log10(step) - 1e-9));
   if (step > 0 && std::abs(step / std::pow(10.0, std::floor(std::log10(step))) - 2.5) < 1e-9) ++dec;  // 0.25 steps
