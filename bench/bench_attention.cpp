@@ -1,6 +1,6 @@
 // CPU decode attention per step, one thread, with the cache's pages contiguous or
 // scattered through the pool the way a serving engine's are.
-//   build/bin/bench_attention [--benchmark_filter=decode/2/65536/8]
+//   build/bin/bench_attention [--benchmark_filter='BM_decode/cache:2/T:65536/S:4']
 // Args: {cache: 0 fp16, 1 uniform TQ K3V3, 2 Block-GTQ K3V3 (the bench plan of
 // `bgtq bench attention`)}, {T tokens}, {S sequences the pool is shared by: 1 = one
 // sequence, contiguous pages; S > 1 = S sequences of T tokens filled 64 tokens at a time
@@ -12,8 +12,9 @@
 // BM_key_pass / BM_value_pass: one pass of the packed kernels alone (gtq_pages::score_page,
 // gtq_pages::accumulate_span over spans of 4 pages) over the 64 pages of one KV head of a
 // 4K-token sequence (warm), G = 4 query heads; Args {plan: 1 uniform TQ, 2 Block-GTQ (the
-// bench plan)}, {key and value bits}. Counter ns_per_coord_block: nanoseconds per
-// (coordinate, 64-token page), the unit docs/PERFORMANCE.md quotes the passes in.
+// bench plan)}, {key and value bits}. Counter time_per_coord_block: time per (coordinate,
+// 64-token page), the unit docs/PERFORMANCE.md quotes the passes in; the console prints it
+// with an SI prefix ("4.5n" is 4.5 ns), --benchmark_format=json in seconds (4.5e-09).
 #include <benchmark/benchmark.h>
 
 #include <bgtq/bench/timing.hpp>
@@ -150,7 +151,7 @@ void pass(benchmark::State& state, bool keys) {
     }
     benchmark::ClobberMemory();
   }
-  state.counters["ns_per_coord_block"] = benchmark::Counter(
+  state.counters["time_per_coord_block"] = benchmark::Counter(  // seconds (kIsRate | kInvert)
       static_cast<double>(np) * D * static_cast<double>(state.iterations()), benchmark::Counter::kIsRate | benchmark::Counter::kInvert);
   state.SetLabel(std::string(kind == 1 ? "tq" : "bgtq") + " K" + std::to_string(bits) + "V" + std::to_string(bits) + " " +
                  bgtq::simd_path());

@@ -1,8 +1,12 @@
 // TQ-MSE codec: encode and decode throughput per rotation x bits, single thread.
 //   build/bin/bench_codec [--benchmark_filter=encode/.../128]
-// Args: {rotation kind, bits, n}. items/s = vectors/s; bytes/s = fp32 input bytes/s.
+// Args: {rotation kind, bits, n}. items/s = vectors/s; bytes/s = fp32 bytes/s of the
+// vectors (encode's input, decode's output), in Google Benchmark's 1024-based units
+// (bytes_per_second 4.29G is 4.29 GiB/s = 4.61 GB/s).
 // n = 128 is a whole head; n = 2..64 are Block-GTQ group sizes. Inputs cycle through
-// 4096 random vectors (2 MiB at n = 128), so they come from L2/L3, not one hot line.
+// 4096 random vectors (2 MiB at n = 128), so they come from L2/L3, not one hot line:
+// this program measures the codec's arithmetic and has no memory floor; `bgtq bench
+// encode` (64 MiB from memory) gives the ratio to the copy bandwidth of its own run.
 #include <benchmark/benchmark.h>
 
 #include <bgtq/codec/tq_codec.hpp>

@@ -4,7 +4,8 @@
 #   bench/stack_stores.sh [binary] [function-regex] [register-class]
 # Defaults: build/bin/bgtq, the page codecs' and attention's functions, zmm (an AVX-512
 # build; pass ymm for an AVX2-only one, where a few spills of the 5-8-bit lookups are
-# expected). Empty output: none does. A count is static, so read the function's loop to
+# expected). Empty output: none does. Stores through %rsp and %rbp count (a function that
+# realigns its stack for zmm addresses its spills through %rbp). A count is static, so read the function's loop to
 # see whether a store sits on the hot path; docs/PERFORMANCE.md has the case this found
 # (score_group64, 2026-12-01: 16 accumulator stores per coordinate).
 set -euo pipefail
@@ -16,5 +17,5 @@ command -v objdump >/dev/null || { echo "stack_stores.sh: objdump not found (bin
 objdump -d --no-show-raw-insn -C "$bin" | awk -v pat="$pat" -v reg="$reg" '
   function flush() { if (name != "" && n > 0) printf "%5d vector stores to the stack  %s\n", n, substr(name, 1, 160) }
   /^[0-9a-f]+ <.*>:$/ { flush(); name = ($0 ~ pat) ? $0 : ""; n = 0; next }
-  name != "" && $0 ~ ("vmov(aps|ups|dqa64|dqu64|dqa32|dqu32|dqa|dqu)[ \t]+%" reg "[0-9]+,.*\\(%rsp\\)") { n++ }
+  name != "" && $0 ~ ("vmov(aps|ups|apd|upd|dqa64|dqu64|dqa32|dqu32|dqu16|dqu8|dqa|dqu)[ \t]+%" reg "[0-9]+,[^,]*\\(%r[sb]p[,)]") { n++ }
   END { flush() }'

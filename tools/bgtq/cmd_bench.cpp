@@ -57,8 +57,9 @@ int bench_encode(cli::args& a) {
   std::vector<float> x(count * static_cast<std::size_t>(dim));
   counter_rng r(1);
   for (auto& v : x) v = static_cast<float>(r.normal());
-  cli::progress("[bench encode] copy bandwidth ...");
+  cli::progress("[bench encode] copy and read bandwidth ...");
   const double copy = bench::copy_bandwidth_gbps();
+  const double read = bench::read_bandwidth_gbps();
   std::vector<encode_row> rows;
   for (const rotation_kind rk : rotations) {
     if (rk == rotation_kind::hadamard && !pow2) {
@@ -91,7 +92,7 @@ int bench_encode(cli::args& a) {
   }
   if (json) {
     json_writer w(std::cout);
-    w.begin_object().key("copy_gbps").value(copy).key("simd").value(simd_path()).key("threads").value(1);
+    w.begin_object().key("copy_gbps").value(copy).key("read_gbps").value(read).key("simd").value(simd_path()).key("threads").value(1);
     w.key("results").begin_array();
     for (const auto& e : rows) {
       w.begin_object().key("codec").value("tq").key("rotation").value(e.rotation).key("bits").value(e.bits).key("dim").value(e.dim);
@@ -103,7 +104,9 @@ int bench_encode(cli::args& a) {
     std::cout << "\n";
   } else {
     std::printf("TQ-MSE encode/decode of fp32 input, single thread, %s, %.0f MiB of vectors\n", simd_path(), mb);
-    std::printf("memory copy: %.2f GB/s (the floor, same run)\n\n", copy);
+    std::printf("memory copy: %.2f GB/s (source bytes/s: the floor x copy divides by); read-only stream: %.2f GB/s (same run)\n",
+                copy, read);
+    std::printf("GB/s: encode counts the fp32 input read, decode the fp32 output written\n\n");
     std::printf("%-11s %4s %4s %12s %9s %12s %9s %10s\n", "rotation", "bits", "dim", "encode GB/s", "x copy", "decode GB/s",
                 "x copy", "Mvec/s enc");
     for (const auto& e : rows)
@@ -200,8 +203,9 @@ int bench_attention(cli::args& a) {
   };
   std::vector<row> rows;
   const rope_layout rope(D, rope_pairing::half);
-  cli::progress("[bench attention] copy bandwidth and multiply-add rate ...");
+  cli::progress("[bench attention] copy and read bandwidth, multiply-add rate ...");
   const double copy = bench::copy_bandwidth_gbps();
+  const double read = bench::read_bandwidth_gbps();
   const double fma = bench::fma_rate_gmacs();  // one thread; the floor assumes `threads` times it
   // what one step must compute: 2 * Hq * D multiply-adds per token (scores and values)
   auto fma_floor_ms = [&](int T) { return 2.0 * T * Hq * D / (fma * 1e9 * threads) * 1e3; };
@@ -243,7 +247,7 @@ int bench_attention(cli::args& a) {
   }
   if (json) {
     json_writer w(std::cout);
-    w.begin_object().key("copy_gbps").value(copy).key("fma_gmacs").value(fma).key("simd").value(simd_path()).key("threads").value(threads);
+    w.begin_object().key("copy_gbps").value(copy).key("read_gbps").value(read).key("fma_gmacs").value(fma).key("simd").value(simd_path()).key("threads").value(threads);
     w.key("cold").value(cold);
     w.key("dim").value(D).key("q_heads").value(Hq).key("kv_heads").value(Hkv);
     w.key("sink").value(sink).key("recent").value(recent);
@@ -252,7 +256,7 @@ int bench_attention(cli::args& a) {
       w.begin_object().key("method").value(e.method).key("kv").value(e.kv).key("tokens").value(e.tokens);
       w.key("ms_per_step").value(e.ms).key("ratio_to_fp16").value(e.ratio);
       w.key("bytes_per_token_per_head").value(e.bytes_per_token(Hkv)).key("gbps").value(e.gbps());
-      w.key("ratio_to_copy").value(e.gbps() / copy);
+      w.key("ratio_to_copy").value(e.gbps() / copy).key("ratio_to_read").value(e.gbps() / read);
       w.key("ratio_to_fma_floor").value(fma_floor_ms(e.tokens) / e.ms).end_object();
     }
     w.end_array().end_object();
@@ -262,14 +266,18 @@ int bench_attention(cli::args& a) {
                 Hkv, sink, recent, threads, simd_path());
     std::printf("pages %s\n", cold ? "cold: flushed from the CPU caches before every timed step"
                                      : "warm: as the previous step left them in the CPU caches (--cold flushes them)");
-    std::printf("memory copy: %.2f GB/s; multiply-adds: %.1f G/s per thread (same run)\n", copy, fma);
-    std::printf("x copy = bytes read / copy bandwidth; x fma = the 2*Hq*D multiply-adds per token at that rate, / time\n\n");
-    std::printf("%-6s %-7s %8s %10s %10s %8s %8s %8s %12s\n", "method", "kv", "tokens", "ms/step", "B/tok/hd", "GB/s", "x copy",
-                "x fma", "x fp16 speed");
+    std::printf("memory copy: %.2f GB/s; read-only stream: %.2f GB/s; multiply-adds: %.1f G/s per thread (same run)\n", copy,
+                read, fma);
+    std::printf("GB/s = bytes the step reads / time; x read = that / the read stream (one thread reading one buffer in order:\n"
+                "a memory-bound step comes near 1); x copy = that / the copy's source bytes/s (a copy also writes its bytes,\n"
+                "so a step that only reads can pass 1);\n"
+                "x fma = time of the 2*Hq*D multiply-adds per token at that rate / time\n\n");
+    std::printf("%-6s %-7s %8s %10s %10s %8s %8s %8s %8s %12s\n", "method", "kv", "tokens", "ms/step", "B/tok/hd", "GB/s", "x read",
+                "x copy", "x fma", "x fp16 speed");
     for (const auto& e : rows) {
       const double gbps = e.gbps();
-      std::printf("%-6s %-7s %8d %10.3f %10.1f %8.2f %8.2f %8.2f %12.2f\n", e.method.c_str(), e.kv.c_str(), e.tokens, e.ms,
-                  e.bytes_per_token(Hkv), gbps, gbps / copy, fma_floor_ms(e.tokens) / e.ms, e.ratio);
+      std::printf("%-6s %-7s %8d %10.3f %10.1f %8.2f %8.2f %8.2f %8.2f %12.2f\n", e.method.c_str(), e.kv.c_str(), e.tokens, e.ms,
+                  e.bytes_per_token(Hkv), gbps, gbps / read, gbps / copy, fma_floor_ms(e.tokens) / e.ms, e.ratio);
     }
   }
   return 0;
@@ -279,6 +287,8 @@ int run(cli::args& a) {
   const auto& pos = a.positional();
   if (pos.empty()) throw cli::usage_error("which benchmark? encode or attention");
   const std::string what = pos.front();
+  // one positional only: `bench attention 65536` (meant as --tokens) ran the default sweep
+  if (pos.size() > 1) throw cli::usage_error("unexpected argument '" + pos[1] + "' (options take --name value)");
   cli::args rest = a;
   rest.drop_positional();
   if (what == "encode") return bench_encode(rest);
@@ -286,7 +296,7 @@ int run(cli::args& a) {
   throw cli::usage_error("unknown benchmark '" + what + "' (expected encode or attention)");
 }
 
-cli::registrar reg{{"bench", "throughput of encode/decode and decode attention next to the copy bandwidth (and the multiply-add rate)",
+cli::registrar reg{{"bench", "throughput of encode/decode and decode attention next to the copy and read bandwidth (and the multiply-add rate)",
                     "encode|attention [--json] [encode: --dim N --bits 2,3,4 --rotations LIST --mb M --reps R] "
                     "[attention: --tokens LIST --methods tq,bgtq --kv-bits 3,2 --dim D --q-heads H --kv-heads H --sink N --recent N "
                     "--reps R --threads N --cold]",

@@ -1,7 +1,7 @@
 #pragma once
 //! @file bench/timing.hpp
-//! Helpers for the CLI's benchmarks: a monotonic timer, medians, and the two floors
-//! measured in the same run: memory-copy bandwidth and vector multiply-add throughput.
+//! Helpers for the CLI's benchmarks: a monotonic timer, medians, and the floors measured
+//! in the same run: memory-copy and read bandwidth, and vector multiply-add throughput.
 
 #include <algorithm>
 #include <chrono>
@@ -97,7 +97,10 @@ void flush_decode_reads(const Cache& cache, std::span<const int> seqs, int layer
 }
 
 //! Single-thread memory-copy bandwidth in GB/s (bytes of the source per second, median
-//! of `reps` copies of a buffer far larger than the caches).
+//! of `reps` copies of a buffer far larger than the caches). A copy also writes every
+//! byte it reads (and, with write-allocate, reads the destination first), so a step that
+//! only reads, such as cold decode attention, can read faster than this: see
+//! read_bandwidth_gbps for that floor.
 inline double copy_bandwidth_gbps(std::size_t bytes = std::size_t{256} << 20, int reps = 7) {
   std::vector<unsigned char> a(bytes, 1), b(bytes, 0);
   std::vector<double> t;
@@ -109,6 +112,30 @@ inline double copy_bandwidth_gbps(std::size_t bytes = std::size_t{256} << 20, in
     do_not_optimize(b[static_cast<std::size_t>(r) * 4096 % bytes]);
   }
   return static_cast<double>(bytes) / median(t) * 1e-9;
+}
+
+//! Single-thread read bandwidth in GB/s: bytes per second of a 16-lane vector sum (four
+//! independent chains, as the decode kernels read their pages) over a float buffer far
+//! larger than the caches, median of `reps` passes. The rate a single-thread step that
+//! only reads memory can expect (cold decode attention): a memory-bound step comes near
+//! it (one that reads several buffers at once, e.g. the pages of 8 KV heads, may pass it
+//! somewhat, since more lines are in flight than one stream's prefetcher asks for).
+inline double read_bandwidth_gbps(std::size_t bytes = std::size_t{256} << 20, int reps = 7) {
+  const std::size_t n = std::max<std::size_t>(64, bytes / sizeof(float) / 64 * 64);
+  std::vector<float> a(n);
+  for (std::size_t i = 0; i < n; ++i) a[i] = static_cast<float>(i & 1023) * 0x1p-10f;  // not constant, sums stay small
+  std::vector<double> t;
+  float keep = 0.0f;
+  for (int r = 0; r < reps; ++r) {
+    simd::vf16 acc[4] = {simd::zero(), simd::zero(), simd::zero(), simd::zero()};
+    const double t0 = now_s();
+    for (std::size_t i = 0; i < n; i += 64)
+      for (int j = 0; j < 4; ++j) acc[j] = simd::add(acc[j], simd::load(a.data() + i + 16 * static_cast<std::size_t>(j)));
+    keep += simd::hsum(simd::add(simd::add(acc[0], acc[1]), simd::add(acc[2], acc[3])));
+    t.push_back(now_s() - t0);
+  }
+  do_not_optimize(keep);
+  return static_cast<double>(n * sizeof(float)) / median(t) * 1e-9;
 }
 
 //! Single-thread multiply-add throughput of the build's 16-lane vector (simd::vf16:
