@@ -16,6 +16,8 @@
 // Nothing decoded (no key, no value, no centroid vector) is ever written to memory.
 #include "decode_common.cuh"
 
+#include <climits>
+#include <cstdint>
 #include <bgtq/attention/softmax.hpp>
 
 #include <cmath>
@@ -619,22 +621,30 @@ errc device_cache::decode_attention(const decode_args& a, void* stream) noexcept
   const cache_desc& d = p_->desc;
   BGTQ_ARG_CHECK(a.layer >= 0 && a.layer < d.layers, errc::not_found, "decode_attention: layer out of range");
   BGTQ_ARG_CHECK(a.batch >= 0 && a.batch <= 65535, errc::invalid_argument, "decode_attention: batch outside [0, 65535]");
-  if (a.batch == 0) return errc::ok;
+  // the arguments that do not depend on the batch are checked also for an empty one
   BGTQ_ARG_CHECK(std::isfinite(a.scale) && a.scale >= 0.0f, errc::invalid_argument,
                  "decode_attention: scale must be finite and >= 0 (0 means 1/sqrt(head_dim))");
   BGTQ_ARG_CHECK(known_dtype(a.q_type), errc::invalid_argument,
                  "decode_attention: unknown q dtype");
+  BGTQ_ARG_CHECK(a.path == decode_path::cuda_cores || a.path == decode_path::tensor_cores || a.path == decode_path::automatic,
+                 errc::invalid_argument, "decode_attention: unknown decode_path");
+  if (a.batch == 0) return errc::ok;
   BGTQ_ARG_CHECK(a.q != nullptr && a.out != nullptr && a.quantized != nullptr, errc::invalid_argument,
                  "decode_attention: null q, out or quantized");
   BGTQ_ARG_CHECK(a.max_quantized >= 0 && a.max_quantized <= static_cast<long long>(a.max_pages_per_seq) * d.page_tokens,
                  errc::invalid_argument, "decode_attention: max_quantized exceeds max_pages_per_seq * page_tokens");
+  // quantized[] is int, and the kernels count tiles and tokens in int: a larger bound
+  // overflowed split * tiles_per_split (a launch that ran for minutes)
+  BGTQ_ARG_CHECK(a.max_quantized <= INT_MAX, errc::invalid_argument,
+                 "decode_attention: max_quantized above INT_MAX (quantized[] holds int lengths)");
+  BGTQ_ARG_CHECK(reinterpret_cast<std::uintptr_t>(a.workspace) % 256 == 0, errc::invalid_argument,
+                 "decode_attention: workspace must be 256-byte aligned (as cudaMalloc returns): its sections are laid "
+                 "out at 256-byte offsets and read with 8-byte loads");
   BGTQ_ARG_CHECK(a.max_quantized == 0 || a.page_table != nullptr, errc::invalid_argument, "decode_attention: null page_table");
   const bool window = a.window_len != nullptr;
   BGTQ_ARG_CHECK(!window || (a.window_k != nullptr && a.window_v != nullptr && a.window_cap > 0), errc::invalid_argument,
                  "decode_attention: window_len given without window_k/window_v/window_cap");
   BGTQ_ARG_CHECK(a.window_cap <= 16384, errc::unsupported, "decode_attention: window_cap above 16384");
-  BGTQ_ARG_CHECK(a.path == decode_path::cuda_cores || a.path == decode_path::tensor_cores || a.path == decode_path::automatic,
-                 errc::invalid_argument, "decode_attention: unknown decode_path");
   const std::string& no_mma = p_->mma_why[static_cast<std::size_t>(a.layer)];
   if (a.path == decode_path::tensor_cores && !no_mma.empty()) return detail::arg_fail(errc::unsupported, no_mma.c_str());
   bool mma = a.path != decode_path::cuda_cores && no_mma.empty();  // may still fall back below (automatic)

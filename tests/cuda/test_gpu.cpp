@@ -392,6 +392,59 @@ TEST_CASE("launchers return error codes with a message for bad arguments", "[gpu
     REQUIRE(dev.decode_attention(a) == bgtq::errc::invalid_argument);
     REQUIRE(std::string(bc::last_error_message()).find("max_quantized") != std::string::npos);
   }
+  // within the page table but above INT_MAX (quantized[] is int; the kernels' int tile
+  // arithmetic overflowed at 2^40 and the launch ran for minutes)
+  for (const long long mq : {(1LL << 31), (1LL << 36)}) {
+    a.max_quantized = mq;
+    a.max_pages_per_seq = 1 << 30;
+    INFO("max_quantized " << mq);
+    REQUIRE(dev.decode_attention(a) == bgtq::errc::invalid_argument);
+    REQUIRE(std::string(bc::last_error_message()).find("max_quantized above INT_MAX") != std::string::npos);
+  }
+  // a workspace not 256-byte aligned (its sections sit at 256-byte offsets, the merge
+  // reads 8-byte pairs: base + 4 faulted on a device)
+  a.max_quantized = 1;
+  a.max_pages_per_seq = 1;
+  a.workspace = buf.as<std::uint8_t>() + 4;
+  a.workspace_bytes = (1 << 16) - 4;
+  REQUIRE(dev.decode_attention(a) == bgtq::errc::invalid_argument);
+  REQUIRE(std::string(bc::last_error_message()).find("workspace must be 256-byte aligned") != std::string::npos);
+  // an empty batch still has its scale, dtype and path checked (it returned ok first)
+  a = bc::decode_args{};
+  a.batch = 0;
+  a.scale = NAN;
+  REQUIRE(dev.decode_attention(a) == bgtq::errc::invalid_argument);
+  REQUIRE(std::string(bc::last_error_message()).find("scale") != std::string::npos);
+  a.scale = 0.0f;
+  a.path = static_cast<bc::decode_path>(7);
+  REQUIRE(dev.decode_attention(a) == bgtq::errc::invalid_argument);
+  a.path = bc::decode_path::automatic;
+  REQUIRE(dev.decode_attention(a) == bgtq::errc::ok);
+  // a page part no 32-bit size holds is refused (the key part of 0xFFFFFFC0 bytes wrapped
+  // the page size to a small one, and encode_append wrote 4 GiB past the pool)
+  {
+    bc::cache_desc huge = bc::describe(c);
+    huge.keys[0].bytes = 0xFFFFFFC0u;
+    bc::device_cache hd;
+    REQUIRE(bc::device_cache::create(huge, hd) == bgtq::errc::invalid_argument);
+    REQUIRE(std::string(bc::last_error_message()).find("above 1 GiB") != std::string::npos);
+    REQUIRE(!hd.valid());
+  }
+  // upload_all_pages names what differs (it returned shape_mismatch with the message of
+  // whatever failed before)
+  {
+    std::vector<std::uint8_t> part(dev.page_part_bytes(0, 0));
+    REQUIRE(dev.download_page_part(s.max_pages + 7, 0, 0, part.data()) == bgtq::errc::invalid_argument);
+    bc::device_cache other;
+    REQUIRE(bc::upload_all_pages(c, other) == bgtq::errc::shape_mismatch);
+    REQUIRE(std::string(bc::last_error_message()).find("upload_all_pages: the device_cache is empty") != std::string::npos);
+    auto c2 = make_cache(shape{}, tq_method(3), 1);
+    bc::cache_desc d2 = bc::describe(c2);
+    d2.max_pages += 1;
+    REQUIRE(bc::device_cache::create(d2, other) == bgtq::errc::ok);
+    REQUIRE(bc::upload_all_pages(c, other) == bgtq::errc::shape_mismatch);
+    REQUIRE(std::string(bc::last_error_message()).find("upload_all_pages: the device cache has max_pages") != std::string::npos);
+  }
   a = bc::decode_args{};
   std::vector<std::uint8_t> host(dev.page_part_bytes(0, 0));
   REQUIRE(dev.download_page_part(s.max_pages, 0, 0, host.data()) == bgtq::errc::invalid_argument);

@@ -42,6 +42,12 @@ namespace bgtq::cuda {
 //! ("" if none): the failing call or check and, for CUDA errors, cudaGetErrorString.
 const char* last_error_message() noexcept;
 
+namespace detail {
+//! Records msg as last_error_message() and returns code (for the header-only helpers of
+//! upload.hpp; the kernels' launchers use it too).
+errc arg_fail(errc code, const char* msg) noexcept;
+}  // namespace detail
+
 //! One TQ-MSE group of a codec part, as uploaded (host description).
 struct group_desc {
   int dim = 0;                   //!< n, even
@@ -123,7 +129,7 @@ struct decode_args {
   int window_cap = 0;                     //!< window rows per (sequence, head)
   float scale = 0.0f;                     //!< logit scale, 0 = 1/sqrt(head_dim); must be finite and >= 0
   int splits = 0;                         //!< 0 = choose from the work; > 0 forces a count
-  void* workspace = nullptr;              //!< device scratch of decode_workspace_bytes(batch, splits) bytes
+  void* workspace = nullptr;              //!< device scratch of decode_workspace_bytes(batch, splits) bytes, 256-byte aligned (as cudaMalloc returns)
   std::size_t workspace_bytes = 0;
   //! Optional device counter, incremented once per (sequence, query head) whose query
   //! has a NaN or Inf element or whose scores could overflow float (the CPU's guard:
@@ -205,8 +211,9 @@ class device_cache {
   //! workspace. Sequences with no token at all get a zero output; a query head whose
   //! query has a NaN or Inf element, or scores that could overflow float, gets NaN
   //! outputs and is counted in a.nonfinite.
-  //! Errors: invalid_argument (also for a NaN, Inf or negative a.scale), not_found,
-  //! unsupported, device_error. Asynchronous.
+  //! Errors: invalid_argument (also for a NaN, Inf or negative a.scale, an unknown dtype
+  //! or path, checked even for batch 0; max_quantized above INT_MAX; a workspace not
+  //! 256-byte aligned), not_found, unsupported, device_error. Asynchronous.
   errc decode_attention(const decode_args& a, void* stream = nullptr) noexcept;
 
   struct impl;  //!< private (kernels/device_cache_impl.cuh)

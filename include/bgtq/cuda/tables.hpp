@@ -106,6 +106,25 @@ inline errc validate_desc(const cache_desc& d, std::string* msg = nullptr) {
       return bad(errc::invalid_argument);
     }
   }
+  // a head's page part (keys + values) is held in 32 bits: a key part of 0xFFFFFFC0 bytes
+  // wrapped the sum to a small page whose value offset lay 4 GiB past it. Real parts are
+  // at most ~1.3 MB (D = 256, 8 bits, 4096 tokens), so anything past 1 GiB is refused,
+  // and the pool (parts x max_pages) stays below 2^50 bytes, computed without overflow
+  std::uint64_t pool = 0;
+  for (std::size_t i = 0; i < nh; ++i) {
+    const std::uint64_t part = static_cast<std::uint64_t>(d.keys[i].bytes) + static_cast<std::uint64_t>(d.values[i].bytes);
+    if (part > (std::uint64_t{1} << 30)) {
+      std::snprintf(buf, sizeof buf, "device_cache: head %zu's page part has %llu bytes (keys %u + values %u), above 1 GiB", i,
+                    static_cast<unsigned long long>(part), static_cast<unsigned>(d.keys[i].bytes),
+                    static_cast<unsigned>(d.values[i].bytes));
+      return bad(errc::invalid_argument);
+    }
+    pool += part * static_cast<std::uint64_t>(d.max_pages > 0 ? d.max_pages : 0);  // < 2^30 * 2^31 per head
+    if (pool > (std::uint64_t{1} << 50)) {
+      std::snprintf(buf, sizeof buf, "device_cache: a pool of %d pages of these parts is above 2^50 bytes", d.max_pages);
+      return bad(errc::capacity_exhausted);
+    }
+  }
   return errc::ok;
 }
 

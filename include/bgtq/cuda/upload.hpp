@@ -7,6 +7,7 @@
 //! windows of a batch into decode_args' window layout.
 
 #include <cstdint>
+#include <cstdio>
 #include <string>
 #include <type_traits>
 #include <vector>
@@ -72,20 +73,31 @@ cache_desc describe(const kv_cache<gtq_pages, gtq_pages, Layout>& c, int max_pag
 
 //! Copies the host cache's whole page pool into `dev` (same max_pages) and checks that
 //! both agree on every arena offset and page size. Synchronous.
-//! @return errc::shape_mismatch if the layouts disagree (nothing copied), else as upload_pages
+//! @return errc::shape_mismatch if the layouts disagree (nothing copied; last_error_message
+//!         says which), else as upload_pages
 template <class Layout>
-errc upload_all_pages(const kv_cache<gtq_pages, gtq_pages, Layout>& c, device_cache& dev, void* stream = nullptr) {
+errc upload_all_pages(const kv_cache<gtq_pages, gtq_pages, Layout>& c, device_cache& dev, void* stream = nullptr) noexcept {
   const cache_config& cfg = c.config();
-  if (!dev.valid() || dev.desc().max_pages != cfg.max_pages || dev.desc().layers != cfg.layers ||
-      dev.desc().kv_heads != cfg.kv_heads)
-    return errc::shape_mismatch;
+  char msg[200];
+  if (!dev.valid()) return detail::arg_fail(errc::shape_mismatch, "upload_all_pages: the device_cache is empty");
+  if (dev.desc().max_pages != cfg.max_pages || dev.desc().layers != cfg.layers || dev.desc().kv_heads != cfg.kv_heads) {
+    std::snprintf(msg, sizeof msg,
+                  "upload_all_pages: the device cache has max_pages %d, layers %d, kv_heads %d; the host cache %d, %d, %d",
+                  dev.desc().max_pages, dev.desc().layers, dev.desc().kv_heads, cfg.max_pages, cfg.layers, cfg.kv_heads);
+    return detail::arg_fail(errc::shape_mismatch, msg);
+  }
   if (cfg.max_pages == 0) return errc::ok;
   const std::uint8_t* base = c.page_ptr(0, 0, 0);
   for (int l = 0; l < cfg.layers; ++l)
     for (int h = 0; h < cfg.kv_heads; ++h) {
       if (static_cast<std::size_t>(c.page_ptr(0, l, h) - base) != dev.arena_offset(l, h) ||
-          c.head_page_bytes(l, h) != dev.page_part_bytes(l, h) || c.value_offset(l, h) != dev.value_offset(l, h))
-        return errc::shape_mismatch;
+          c.head_page_bytes(l, h) != dev.page_part_bytes(l, h) || c.value_offset(l, h) != dev.value_offset(l, h)) {
+        std::snprintf(msg, sizeof msg,
+                      "upload_all_pages: (layer %d, kv_head %d): arena offset, page part size or value offset differ between "
+                      "the host and the device cache (a description of another plan?)",
+                      l, h);
+        return detail::arg_fail(errc::shape_mismatch, msg);
+      }
     }
   for (int l = 0; l < cfg.layers; ++l)
     for (int h = 0; h < cfg.kv_heads; ++h)
