@@ -5,6 +5,7 @@
 #include <bgtq/attention/decode.hpp>
 #include <bgtq/attention/reference.hpp>
 #include <bgtq/cache/factory.hpp>
+#include <bgtq/cache/kivi_pages.hpp>
 
 #include <cmath>
 #include <limits>
@@ -203,6 +204,28 @@ TEST_CASE("bad ids, layers and shapes are errors", "[cache]") {
                     bgtq::error);
   REQUIRE_THROWS_AS(bgtq::fp16_cache<>(small_config(2, 2, 4, 8, 2), bgtq::fp16_states(2, 2, 16), bgtq::fp16_states(2, 2, 16)),
                     bgtq::error);
+}
+
+TEST_CASE("page codecs refuse a head_dim their kernels cannot hold", "[cache]") {
+  // the KIVI page codecs hold a token's or channel's codes in arrays of max_codec_dim
+  // entries, and the fp16 one steps two coordinates at a time: make() accepted 2000, 0
+  // and -4 (KIVI) and 3 (fp16), and encode / accumulate then wrote or read past them
+  using bgtq::errc;
+  using bgtq_test::error_code_of;
+  bgtq::kivi_options o;
+  o.bits = 2;
+  for (const int D : {0, -4, 3, 2000, bgtq::max_codec_dim + 2}) {
+    INFO("head_dim " << D);
+    CHECK(error_code_of([&] { (void)bgtq::kivi_key_pages::make(D, o); }) == errc::invalid_argument);
+    CHECK(error_code_of([&] { (void)bgtq::kivi_value_pages::make(D, o); }) == errc::invalid_argument);
+    CHECK(error_code_of([&] { (void)bgtq::fp16_pages::make(D); }) == errc::invalid_argument);
+  }
+  for (const int D : {2, 6, bgtq::max_codec_dim}) {
+    INFO("head_dim " << D);
+    CHECK(bgtq::kivi_key_pages::make(D, o).dim() == D);
+    CHECK(bgtq::kivi_value_pages::make(D, o).dim() == D);
+    CHECK(bgtq::fp16_pages::make(D).dim() == D);
+  }
 }
 
 TEMPLATE_TEST_CASE("a moved-from cache is empty: its heads and sequences are not_found, attention refuses it", "[cache]",

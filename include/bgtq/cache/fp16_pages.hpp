@@ -35,8 +35,10 @@ struct fp16_pages {
   }
 
   static head_state make(int head_dim) {
-    BGTQ_REQUIRE(head_dim >= 2 && head_dim <= max_codec_dim, errc::invalid_argument,
-                 "fp16 page codec: head_dim " + std::to_string(head_dim) + " out of range");
+    // even: the GQA kernels step two coordinates at a time
+    BGTQ_REQUIRE(head_dim >= 2 && head_dim % 2 == 0 && head_dim <= max_codec_dim, errc::invalid_argument,
+                 "fp16 page codec: head_dim " + std::to_string(head_dim) + " must be even and in 2.." +
+                     std::to_string(max_codec_dim));
     head_state s;
     s.D = head_dim;
     return s;

@@ -82,6 +82,9 @@ struct kivi_key_pages {
 
   static head_state make(int head_dim, const kivi_options& o) {
     BGTQ_REQUIRE(o.bits >= 1 && o.bits <= 8, errc::invalid_argument, "kivi keys: bits " + std::to_string(o.bits) + " outside 1..8");
+    // its kernels hold a token's or a channel's codes in arrays of max_codec_dim entries
+    BGTQ_REQUIRE(head_dim >= 2 && head_dim % 2 == 0 && head_dim <= max_codec_dim, errc::invalid_argument,
+                 "kivi keys: head_dim " + std::to_string(head_dim) + " must be even and in 2.." + std::to_string(max_codec_dim));
     BGTQ_REQUIRE(o.group_tokens == tokens_per_block, errc::unsupported, "kivi keys in the cache use 32-token groups");
     head_state s;
     s.D = head_dim;
@@ -196,6 +199,9 @@ struct kivi_value_pages {
 
   static head_state make(int head_dim, const kivi_options& o) {
     BGTQ_REQUIRE(o.bits >= 1 && o.bits <= 8, errc::invalid_argument, "kivi values: bits " + std::to_string(o.bits) + " outside 1..8");
+    // its kernels hold a token's or a channel's codes in arrays of max_codec_dim entries
+    BGTQ_REQUIRE(head_dim >= 2 && head_dim % 2 == 0 && head_dim <= max_codec_dim, errc::invalid_argument,
+                 "kivi values: head_dim " + std::to_string(head_dim) + " must be even and in 2.." + std::to_string(max_codec_dim));
     head_state s;
     s.D = head_dim;
     s.opt = o;

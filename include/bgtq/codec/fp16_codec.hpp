@@ -11,9 +11,9 @@
 
 namespace bgtq {
 
-//! Stores each value as IEEE fp16 (round to nearest even). Values beyond the fp16
-//! range are an error (errc::non_finite would be stored as Inf), so encode rejects
-//! |x| > 65504 with errc::non_finite as well.
+//! Stores each value as IEEE fp16 (round to nearest even). Values that would round to
+//! Inf are an error, so encode rejects |x| > 65519 with errc::non_finite as well (from
+//! 65520 on fp16 rounding gives Inf; 65504 < |x| <= 65519 round to 65504 and are kept).
 class fp16_codec {
  public:
   fp16_codec() = default;

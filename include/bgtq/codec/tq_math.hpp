@@ -85,13 +85,24 @@ BGTQ_HOST_DEVICE float tq_corrected_radius(float r, float cn, bool norm_correcti
   return norm_correction && cn > 0.0f ? r / cn : r;
 }
 
+//! Below this norm the sum of squares is subnormal or zero (a norm under ~1e-19 has
+//! squares under float's normal range), so the norm is taken of a scaled copy too.
+inline constexpr float tq_small_norm = 0x1p-60f;
+
 //! True when the encoders quantize the direction of a scaled copy of x rather than x:
 //! its norm r overflowed float or exceeds fp32_radius_max, where the rotation's sums
-//! (up to r per coordinate) and 1/r (subnormal above 2^126) lose or overflow.
-BGTQ_HOST_DEVICE bool tq_prescaled(float r) { return !(r <= fp32_radius_max); }
+//! (up to r per coordinate) and 1/r (subnormal above 2^126) lose or overflow; or r is
+//! below tq_small_norm, where the squares lost bits or vanished (an fp32 radius stored
+//! 7.4e-25 as a zero vector and was 1% off around 1e-22; the zero rule is r < 1e-30).
+BGTQ_HOST_DEVICE bool tq_prescaled(float r) { return !(r <= fp32_radius_max) || r < tq_small_norm; }
 
-//! The copy's scale: 2^-ilogb(big), big = max_j |x_j| (finite, > 0), so the copy is
-//! exact and its largest component lies in [1, 2).
-BGTQ_HOST_DEVICE float tq_prescale(float big) { return ldexpf(1.0f, -ilogbf(big)); }
+//! The copy's scale: 2^-ilogb(big), big = max_j |x_j| (finite), so the copy is exact and
+//! its largest component lies in [1, 2); at most 2^126 (a subnormal big: the copy's
+//! largest component is then at least 2^-23), and 1 for big = 0 (a zero vector).
+BGTQ_HOST_DEVICE float tq_prescale(float big) {
+  if (!(big > 0.0f)) return 1.0f;
+  const int e = -ilogbf(big);
+  return ldexpf(1.0f, e < 126 ? e : 126);
+}
 
 }  // namespace bgtq::detail

@@ -105,9 +105,9 @@ class tq_quantizer {
     float dir_norm = r;
     if (detail::tq_prescaled(r)) {
       // finite input whose squared norm overflows float, or so large that the rotation's
-      // sums could: scale down by a power of two first (exact; the direction comes from the
-      // scaled copy; r itself may still be +inf). The CUDA encoder does the same
-      // (cuda/kernel_math.hpp tq_norm_parts).
+      // sums could, or so small that the squares underflow: scale by a power of two first
+      // (exact; the direction comes from the scaled copy; r itself may still be +inf). The
+      // CUDA encoder does the same (cuda/kernel_math.hpp tq_norm_parts).
       float big = 0.0f;
       for (int j = 0; j < n; ++j) big = std::fmax(big, std::fabs(x[j]));
       const float s = detail::tq_prescale(big);

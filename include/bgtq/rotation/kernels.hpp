@@ -12,6 +12,7 @@
 //! stage order on every path, so FWHT results are bit-identical between the SIMD and
 //! scalar paths; dense products use FMA on SIMD paths and differ in the last bits.
 
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
@@ -408,7 +409,9 @@ inline void axpy_matvec(const float* m, int ld, int n, const float* x, float* ou
   for (int i = 0; i < n; ++i) {
     const float xi = x[i];
     const float* row = m + static_cast<std::size_t>(i) * ld;
-    for (int o = 0; o < n; ++o) out[o] += xi * row[o];
+    // fused, as the SIMD paths' fma(x[i], M[i][o], acc) in the same order: the same bits
+    // on every ISA (a separate multiply and add changed an 8-bit Haar code now and then)
+    for (int o = 0; o < n; ++o) out[o] = std::fma(xi, row[o], out[o]);
   }
 #endif
 }
