@@ -168,3 +168,49 @@ TEST_CASE("add_sequence: any failed allocation is capacity_exhausted and leaves 
   REQUIRE(before == after);
   REQUIRE(cache.add_sequence() == freed);
 }
+
+TEST_CASE("kv_cache construction: any failed allocation is capacity_exhausted, never std::bad_alloc", "[attention][alloc]") {
+  // each of the constructor's allocations fails in turn (its per-head tables, the pool,
+  // the free list of 4 bytes per page, the encode scratch): a bgtq::error with
+  // capacity_exhausted; only the pool's was one before (the free list of a pool of
+  // zero-byte pages, 2.4 GB at 600M pages, escaped as std::bad_alloc)
+  const bgtq::cache_config c = bgtq_test::small_config(2, 2, 4, 16, 8, 2, 3);
+  const auto p = bgtq_test::random_plan(c.layers, c.kv_heads, c.q_heads, c.head_dim, bgtq::rope_pairing::half, 1, 6, 3, 5);
+  const auto keys = bgtq::plan_key_states(p);
+  const auto values = bgtq::plan_value_states(p);
+  const auto fkeys = bgtq::fp16_states(c.layers, c.kv_heads, c.head_dim);
+  for (const bool fp16 : {false, true}) {
+    int failures = 0;
+    for (long at = 0;; ++at) {
+      INFO((fp16 ? "fp16" : "bgtq") << " cache, allocation " << at << " fails");
+      REQUIRE(at < 64);
+      auto k = keys;  // copies made before counting: the constructor takes them by move
+      auto v = values;
+      auto fk = fkeys;
+      auto fv = fkeys;
+      bool threw = false;
+      g_allocations = 0;
+      g_fail_at = at;
+      g_counting = true;
+      try {
+        if (fp16)
+          bgtq::fp16_cache<> cache(c, std::move(fk), std::move(fv));
+        else
+          bgtq::bgtq_cache<> cache(c, std::move(k), std::move(v));
+      } catch (const bgtq::error& e) {
+        threw = true;
+        g_counting = false;
+        CHECK(e.code() == bgtq::errc::capacity_exhausted);
+        CHECK(std::string(e.what()).find("kv_cache: cannot allocate") != std::string::npos);
+      } catch (...) {
+        g_counting = false;
+        FAIL("an exception other than bgtq::error escaped the kv_cache constructor");
+      }
+      g_counting = false;
+      g_fail_at = -1;
+      if (!threw) break;  // past its last allocation: built
+      ++failures;
+    }
+    CHECK(failures >= 6);  // three head tables, the pool, the free list, the scratch and zero row
+  }
+}

@@ -78,7 +78,10 @@ class kv_cache {
 
   //! Builds the cache; `keys` and `values` hold one codec state per (layer, KV head),
   //! index layer * kv_heads + h. Allocates the whole page pool.
-  kv_cache(const cache_config& cfg, std::vector<key_state> keys, std::vector<value_state> values)
+  //! @throws bgtq::error: shape_mismatch / invalid_argument (config, states),
+  //!         capacity_exhausted (the pool, or any of the cache's own tables, such as the
+  //!         free list of 4 bytes per page, cannot be allocated: never std::bad_alloc)
+  kv_cache(const cache_config& cfg, std::vector<key_state> keys, std::vector<value_state> values) try
       : cfg_(cfg), keys_(std::move(keys)), values_(std::move(values)) {
     validate_config();
     const std::size_t nh = static_cast<std::size_t>(cfg_.layers) * static_cast<std::size_t>(cfg_.kv_heads);
@@ -123,6 +126,14 @@ class kv_cache {
     tail_cap_ = cfg_.recent + block_tokens;
     scratch_.resize(static_cast<std::size_t>(block_tokens) * static_cast<std::size_t>(cfg_.head_dim) * 2u);
     zero_row_.assign(static_cast<std::size_t>(cfg_.head_dim), 0.0f);
+  } catch (const std::bad_alloc&) {
+    // the per-head tables, the free list (4 bytes per page: all a pool of zero-byte pages
+    // costs) and the encode scratch; the pool itself has its own message above
+    fail(errc::capacity_exhausted, "kv_cache: cannot allocate the cache's tables for " + std::to_string(cfg.max_pages) +
+                                       " pages (the free list alone is " +
+                                       std::to_string(4ull * static_cast<unsigned long long>(cfg.max_pages > 0 ? cfg.max_pages : 0)) +
+                                       " bytes) and " + std::to_string(cfg.layers) + " x " + std::to_string(cfg.kv_heads) +
+                                       " (layer, KV head) parts");
   }
 
   kv_cache(const kv_cache&) = delete;
