@@ -744,6 +744,21 @@ inline check_report gpu_check_fill() {
   return rep;
 }
 
+//! device_energy::create's block_dims of a layout: [L][2] flattened.
+inline std::vector<int> energy_block_dims(const rope_layout& rope) {
+  std::vector<int> bd;
+  for (int i = 0; i < rope.num_blocks(); ++i) {
+    bd.push_back(rope.block_dims(i)[0]);
+    bd.push_back(rope.block_dims(i)[1]);
+  }
+  return bd;
+}
+
+//! Uploads a tensor as `type`: the floats for f32, else their f16 / bf16 bits (round_to).
+inline cudaError_t upload_typed(dev_buf& d, const std::vector<float>& f, const std::vector<std::uint16_t>& bits, cuda::dtype type) {
+  return type == cuda::dtype::f32 ? upload_vec(d, f) : upload_vec(d, bits);
+}
+
 //! device_energy vs double sums on the CPU (and vs energy_estimator when present):
 //! relative 1e-12 per (head, block). The tokens go in two accumulate calls, the
 //! second larger than max_tokens (internal passes), after a first pass over a few
@@ -776,21 +791,11 @@ inline check_report gpu_check_energy(int Hq, int Hkv, int D, rope_pairing pairin
           wk[static_cast<std::size_t>(h * L + i)] += y * y;
         }
       }
-  std::vector<int> bd;
-  for (int i = 0; i < L; ++i) {
-    bd.push_back(rope.block_dims(i)[0]);
-    bd.push_back(rope.block_dims(i)[1]);
-  }
   cuda::device_energy e;
-  BGTQ_CHECK_ERRC(cuda::device_energy::create(Hq, Hkv, D, bd, max_tokens, e));
+  BGTQ_CHECK_ERRC(cuda::device_energy::create(Hq, Hkv, D, energy_block_dims(rope), max_tokens, e));
   dev_buf dq, dk;
-  if (type == cuda::dtype::f32) {
-    BGTQ_CHECK_CUDA(upload_vec(dq, q));
-    BGTQ_CHECK_CUDA(upload_vec(dk, k));
-  } else {
-    BGTQ_CHECK_CUDA(upload_vec(dq, qb));
-    BGTQ_CHECK_CUDA(upload_vec(dk, kb));
-  }
+  BGTQ_CHECK_CUDA(upload_typed(dq, q, qb, type));
+  BGTQ_CHECK_CUDA(upload_typed(dk, k, kb, type));
   const std::size_t es = type == cuda::dtype::f32 ? 4 : 2;
   {  // reset after a first pass over a few tokens: zero sums, no tokens
     BGTQ_CHECK_ERRC(e.accumulate(dq.p, dk.p, std::min<long long>(T, 7), type));
@@ -865,21 +870,11 @@ inline check_report gpu_check_energy_nonfinite(int Hq, int Hkv, int D, long long
   std::vector<std::uint16_t> qb, kb;
   round_to(q, type, &qb);
   round_to(k, type, &kb);
-  std::vector<int> bd;
-  for (int i = 0; i < L; ++i) {
-    bd.push_back(rope.block_dims(i)[0]);
-    bd.push_back(rope.block_dims(i)[1]);
-  }
   cuda::device_energy e;
-  BGTQ_CHECK_ERRC(cuda::device_energy::create(Hq, Hkv, D, bd, max_tokens, e));
+  BGTQ_CHECK_ERRC(cuda::device_energy::create(Hq, Hkv, D, energy_block_dims(rope), max_tokens, e));
   dev_buf dq, dk;
-  if (type == cuda::dtype::f32) {
-    BGTQ_CHECK_CUDA(upload_vec(dq, q));
-    BGTQ_CHECK_CUDA(upload_vec(dk, k));
-  } else {
-    BGTQ_CHECK_CUDA(upload_vec(dq, qb));
-    BGTQ_CHECK_CUDA(upload_vec(dk, kb));
-  }
+  BGTQ_CHECK_CUDA(upload_typed(dq, q, qb, type));
+  BGTQ_CHECK_CUDA(upload_typed(dk, k, kb, type));
   const std::size_t es = type == cuda::dtype::f32 ? 4 : 2;
   BGTQ_CHECK_ERRC(e.accumulate(dq.p, dk.p, first_call, type));
   BGTQ_CHECK_ERRC(e.accumulate(dq.as<std::uint8_t>() + static_cast<std::size_t>(first_call) * Hq * D * es,
