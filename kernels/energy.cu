@@ -39,7 +39,7 @@ struct device_energy::impl {
   double* partial = nullptr;    // [2][Hkv][L][max_chunks]
   double* reduced = nullptr;    // [2][Hkv][L]
   double* sums = nullptr;       // [2][Hkv][L]
-  unsigned long long* first_bad = nullptr;  // see bad_place(); no_bad when every element was finite
+  unsigned long long* first_bad = nullptr;  // the first non-finite element's place, or no_bad (see there)
   int* offsets = nullptr;       // [2*Hkv*L + 1] segment starts
   void* temp = nullptr;
   std::size_t temp_bytes = 0;
