@@ -165,3 +165,25 @@ bgtq_expect_match("${err}" "scores_negative.npy: score 1 \\(-2.0+\\) is negative
 bgtq_run(out err rc allocate --scores ${WORK}/missing.npy --avg-bits 2)
 bgtq_expect_rc(${rc} 1 "missing npy" "${err}")
 bgtq_expect_match("${err}" "missing.npy" "missing npy")
+
+# The codebook law's default dimension is the head's (2 per score), as bgtq calibrate
+# and eval take it (plan_distortion at head_dim), not 2: 64 alternating scores 1, 3.2
+# at 2 bits get (1, 3, ...) under the 128-dimensional law and (2, 2, ...) under n = 2.
+set(alt "")
+foreach(i RANGE 1 32)
+  string(APPEND alt "1 3.2 ")
+endforeach()
+file(WRITE ${WORK}/alt64.txt "${alt}\n")
+bgtq_run(out err rc allocate --scores ${WORK}/alt64.txt --avg-bits 2 --distortion codebook --json)
+bgtq_expect_rc(${rc} 0 "codebook law, default dimension" "${err}")
+string(JSON dim GET "${out}" codebook_dim)
+string(JSON b0 GET "${out}" bits 0)
+string(JSON b1 GET "${out}" bits 1)
+if(NOT dim EQUAL 128 OR NOT b0 EQUAL 1 OR NOT b1 EQUAL 3)
+  message(FATAL_ERROR "codebook law default: dim ${dim}, widths ${b0} ${b1}; expected dim 128 (2L), widths 1 3: ${out}")
+endif()
+bgtq_run(out err rc allocate --scores ${WORK}/alt64.txt --avg-bits 2 --distortion codebook --codebook-dim 2 --json)
+string(JSON b0 GET "${out}" bits 0)
+if(NOT b0 EQUAL 2)
+  message(FATAL_ERROR "--codebook-dim 2 no longer gives width 2 on block 0 (the two laws must differ here): ${out}")
+endif()

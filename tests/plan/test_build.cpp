@@ -203,6 +203,30 @@ TEST_CASE("a pooled budget is rounded once per pool, not once per head", "[plan]
   REQUIRE(steps == 110);
 }
 
+TEST_CASE("a pooled budget is never below the per-head budgets' sum (budget_for's absolute guard)", "[plan]") {
+  // avg * L = 2.9999999995 per head rounds up to 3 under the 1e-9 guard; avg * 4L =
+  // 11.999999998 does not: the pool got 11 bit-steps where four heads get 12, and a
+  // pooled objective above the per-head one (theory.md §4 says it is never larger)
+  const double avg = 0.749999999875;
+  REQUIRE(bgtq::budget_for(avg, 4) == 3);
+  REQUIRE(bgtq::budget_for(avg, 16) == 11);
+  const bgtq::rope_layout rope(8, bgtq::rope_pairing::interleaved);
+  const std::vector<double> s(16, 1.0);
+  bgtq::plan_options o;
+  o.avg_bits = avg;
+  o.b_min = 0;
+  const bgtq::plan per_head = bgtq::build_plan(1, 4, 4, rope, s, o);
+  for (auto scope : {bgtq::alloc_scope::layer, bgtq::alloc_scope::model}) {
+    o.scope = scope;
+    const bgtq::plan pooled = bgtq::build_plan(1, 4, 4, rope, s, o);
+    int steps = 0, steps_per_head = 0;
+    for (const auto& hp : pooled.heads) steps += code_bits(hp) / 2;
+    for (const auto& hp : per_head.heads) steps_per_head += code_bits(hp) / 2;
+    REQUIRE(steps_per_head == 12);
+    REQUIRE(steps == 12);
+  }
+}
+
 TEST_CASE("value rotation: hadamard where head_dim is a power of two, structured elsewhere", "[plan]") {
   const bgtq::plan a = bgtq::uniform_plan(1, 1, 1, bgtq::rope_layout(128, bgtq::rope_pairing::half), 3);
   REQUIRE(a.value_rotation == bgtq::rotation_kind::hadamard);

@@ -5,6 +5,7 @@
 // FILE: whitespace-separated numbers in text ('#' starts a comment), or a 1-D .npy
 // (float32 or float16, e.g. np.save of one head's scores).
 // Output: the widths, J = sum_i s_i D(b_i) and the total; warnings go to stderr.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -105,7 +106,9 @@ int run(bgtq::cli::args& a) {
   if (dim_opt && dist != "codebook") throw bgtq::cli::usage_error("--codebook-dim needs --distortion codebook");
   if (method != "greedy" && method != "dp" && method != "uniform")
     throw bgtq::cli::usage_error("--allocator '" + method + "' (expected greedy, dp or uniform)");
-  long codebook_dim = 2;  // one RoPE block: a group of one block is a 2-D TQ-MSE vector
+  // Default: the head dimension of the score list (2 per block), as `bgtq calibrate` and
+  // `bgtq eval` use it (plan_distortion), capped at 4096 (docs/theory.md §1).
+  long codebook_dim = 0;
   if (dim_opt) {
     codebook_dim = bgtq::cli::parse_int(*dim_opt, "--codebook-dim");
     if (codebook_dim < 2 || codebook_dim > 4096)
@@ -116,6 +119,7 @@ int run(bgtq::cli::args& a) {
   if (scores.size() > (std::size_t{1} << 28))
     bgtq::fail(bgtq::errc::invalid_argument, "'" + path + "' holds " + std::to_string(scores.size()) +
                                                  " scores (at most 2^28 blocks)");
+  if (!dim_opt) codebook_dim = static_cast<long>(std::min<std::size_t>(2 * scores.size(), 4096));
   struct bgtq::distortion_table table = bgtq::distortion_table::rate4();
   if (dist == "codebook") {
     table = bgtq::distortion_table::checked(bgtq::codebook_distortion(bgtq::codebook_kind::sphere, codebook_dim));
@@ -162,12 +166,13 @@ int run(bgtq::cli::args& a) {
 
 const bgtq::cli::registrar reg{{"allocate", "bit widths per RoPE block from scores and a budget (Theorem 1)",
                                 "--scores FILE --avg-bits X [--b-min M (1)] [--b-max M (8)] "
-                                "[--distortion rate4|codebook] [--codebook-dim N (2)] "
+                                "[--distortion rate4|codebook] [--codebook-dim N (2L)] "
                                 "[--allocator greedy|dp|uniform] [--json]\n"
                                 "  FILE: numbers separated by whitespace ('#' comments) or a 1-D .npy;\n"
                                 "  budget B = floor(avg_bits * L); above L*b_max it is capped (warning);\n"
                                 "  --codebook-dim: dimension of the TQ-MSE vector whose measured MSE\n"
-                                "  is the law (2 = one RoPE block, the default)",
+                                "  is the law; default 2L (L scores: the head dimension, as calibrate\n"
+                                "  and eval use it), at most 4096; 2 = one RoPE block alone",
                                 &run,
                                 {"json"}}};
 

@@ -18,10 +18,10 @@ namespace bgtq {
 //! Exact allocation by dynamic programming over (block, extra bits used):
 //! cost[i][k] = min over j in 0..b_max-b_min of cost[i-1][k-j] + s_i D(b_min + j).
 //! O(L * K * (b_max - b_min + 1)) time with K = B - L * b_min, and L * (K + 1) bytes
-//! for the back-pointers. Among optimal solutions it returns the one whose widths are
-//! smallest at the earliest blocks where the DP compares equal costs (strict `<` keeps
-//! the first j); ties may therefore be resolved differently from greedy, with the
-//! same objective.
+//! for the back-pointers. Ties: each cost keeps the smallest j among equal ones
+//! (strict `<`), and the widths are read back from the last block, so among optimal
+//! solutions the later blocks get the smaller widths (scores (1, 1, 1) at 5 bits:
+//! (2, 2, 1)); greedy may resolve ties differently, with the same objective.
 struct dp_allocator {
   static constexpr const char* name = "dp";
   //! Largest back-pointer table (L * (K + 1) entries) the DP will allocate.

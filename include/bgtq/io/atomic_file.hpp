@@ -28,6 +28,8 @@
 #include <vector>
 
 #if defined(__unix__) || defined(__APPLE__)
+#include <pthread.h>
+#include <signal.h>
 #include <unistd.h>
 #endif
 
@@ -36,6 +38,36 @@
 namespace bgtq {
 
 namespace detail {
+//! Holds SIGINT, SIGTERM, SIGHUP and SIGQUIT pending in the calling thread for its
+//! lifetime and restores the thread's mask after: while several outputs are renamed
+//! over their targets, a signal is delivered after the last rename instead of between
+//! two, where its handler's exit would leave some targets new and some old. (SIGKILL
+//! cannot be held; a power cut neither.) A no-op off POSIX.
+class termination_signals_held {
+ public:
+  termination_signals_held() noexcept {
+#if defined(__unix__) || defined(__APPLE__)
+    sigset_t set;
+    sigemptyset(&set);
+    for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&set, sig);
+    held_ = pthread_sigmask(SIG_BLOCK, &set, &old_) == 0;
+#endif
+  }
+  ~termination_signals_held() {
+#if defined(__unix__) || defined(__APPLE__)
+    if (held_) pthread_sigmask(SIG_SETMASK, &old_, nullptr);
+#endif
+  }
+  termination_signals_held(const termination_signals_held&) = delete;
+  termination_signals_held& operator=(const termination_signals_held&) = delete;
+
+ private:
+#if defined(__unix__) || defined(__APPLE__)
+  sigset_t old_{};
+  bool held_ = false;
+#endif
+};
+
 //! A fresh temporary name next to `target`: "<name>.tmp.<random>" in its directory.
 inline std::filesystem::path temp_path_for(const std::filesystem::path& target) {
   const std::filesystem::path dir = target.has_parent_path() ? target.parent_path() : std::filesystem::path(".");
@@ -156,6 +188,8 @@ struct output_file {
 //! writer (a missing directory for the second file, a full disk) leaves every target as
 //! it was. (A rename failing after an earlier one succeeded, e.g. across a permission
 //! change between the two, is the one case that can leave the first file replaced.)
+//! SIGINT, SIGTERM, SIGHUP and SIGQUIT are held pending in the calling thread during the
+//! renames (a handler that exits then runs after the last one), not during the writes.
 //! Device, FIFO and socket targets are written in place after the temporaries and
 //! before the renames (see the file comment).
 //! @throws bgtq::error(invalid_argument) for an empty path or two outputs naming the
@@ -195,6 +229,9 @@ inline void atomic_write_files(const std::vector<output_file>& files) {
       }
     for (std::size_t i = 0; i < files.size(); ++i)
       if (targets[i].in_place) write_to(files[i], targets[i].path, false);
+    // the renames run with the terminating signals held: one arriving now takes effect
+    // after the last of them (all targets new), not between two (some new, some old)
+    const detail::termination_signals_held held;
     for (std::size_t i = 0; i < files.size(); ++i) {
       if (targets[i].in_place) continue;
       std::error_code ec;

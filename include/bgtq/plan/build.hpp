@@ -143,7 +143,14 @@ inline plan build_plan(int layers, int kv_heads, int q_heads, const rope_layout&
       std::vector<std::span<const double>> pools;
       for (std::size_t i = first; i < first + per_pool; ++i)
         pools.push_back(scores.subspan(i * static_cast<std::size_t>(L), static_cast<std::size_t>(L)));
-      const std::int64_t budget = budget_for(opt.avg_bits, static_cast<int>(per_pool) * L);
+      // floor(avg * pool blocks), and never below the per-head budgets' sum: budget_for's
+      // absolute guard (1e-9) can round one head's avg * L up to an integer but not the
+      // pool's (avg 0.749999999875 at L = 4: 3 per head, 11 for 4 heads), and the pooled
+      // objective must not exceed the per-head one (docs/theory.md §4)
+      std::int64_t budget = budget_for(opt.avg_bits, static_cast<int>(per_pool) * L);
+      const std::int64_t per_head = budget_for(opt.avg_bits, L);
+      if (per_head <= (std::int64_t{1} << 53) / static_cast<std::int64_t>(per_pool))
+        budget = std::max(budget, per_head * static_cast<std::int64_t>(per_pool));
       auto as = allocate_pooled(std::span<const std::span<const double>>(pools), budget, opt.b_min, opt.b_max, dt);
       if (first == 0 && !as.empty()) note(as.front(), "allocation");
       for (std::size_t i = 0; i < per_pool; ++i) widths[first + i] = std::move(as[i].bits);
