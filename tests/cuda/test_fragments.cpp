@@ -630,3 +630,57 @@ TEST_CASE("the emulated cp.async: destinations poisoned until their group is wai
   REQUIRE(cudaGetLastError() == cudaSuccess);
 }
 #endif
+
+#if defined(BGTQ_EMU_FIBERS)
+namespace {
+// thread 0 leaves before the barrier that the other 63 wait at
+void deadlock_kernel(int* out) {
+  if (threadIdx.x == 0) return;
+  __syncthreads();
+  out[threadIdx.x] = 1;
+}
+// every thread's own threadIdx, __syncthreads_or count and cp.async queue survive the
+// switches: each thread passes 40 barriers (CTA, warp, shuffles, OR-barriers) and then
+// writes what it holds
+void fiber_state_kernel(unsigned* out) {
+  const unsigned t = threadIdx.x;
+  unsigned acc = 0, ors = 0;
+  float staged = 0.0f;
+  static const float src[128] = {};
+  for (int i = 0; i < 10; ++i) {
+    __syncthreads();
+    acc += __shfl_xor_sync(0xffffffffu, t, 1);  // the lane's neighbour
+    __syncwarp();
+    ors += static_cast<unsigned>(__syncthreads_or(t == static_cast<unsigned>(i)));
+  }
+  bgtq_emu::cp_async(&staged, &src[t], sizeof(float));
+  bgtq_emu::cp_commit();
+  __syncthreads();
+  bgtq_emu::cp_wait(0);
+  out[t * 4] = threadIdx.x;
+  out[t * 4 + 1] = acc;
+  out[t * 4 + 2] = ors;
+  out[t * 4 + 3] = staged == 0.0f ? 1u : 0u;
+}
+}  // namespace
+
+TEST_CASE("the emulator's fibers: a barrier some threads skip aborts the launch as a deadlock", "[.deadlock]") {
+  // run by ctest's test_cuda_emu:deadlock entry, which expects the abort's message
+  std::vector<int> out(64, 0);
+  bgtq_emu::launch(deadlock_kernel, dim3(1), dim3(64), 0, out.data());
+  FAIL("the launch returned");
+}
+
+TEST_CASE("the emulator's fibers keep each thread's index, OR-barrier count and copy queue across switches", "[gpu]") {
+  REQUIRE(bgtq_emu::use_fibers());
+  std::vector<unsigned> out(128 * 4, 99);
+  bgtq_emu::launch(fiber_state_kernel, dim3(3), dim3(128), 0, out.data());
+  for (unsigned t = 0; t < 128; ++t) {
+    INFO("thread " << t);
+    REQUIRE(out[t * 4] == t);
+    REQUIRE(out[t * 4 + 1] == 10 * (t ^ 1u));
+    REQUIRE(out[t * 4 + 2] == 10);  // threads 0..9 each made one call true
+    REQUIRE(out[t * 4 + 3] == 1);
+  }
+}
+#endif

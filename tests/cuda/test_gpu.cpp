@@ -22,16 +22,20 @@ void require_device() {
   if (bc::device_count() == 0) bgtq_test::skip_test("no CUDA device");
 }
 
-// Built against the CPU emulator (tests/cuda/emu) every CTA thread is an OS thread, so the
-// default emulated run keeps one configuration in three, caps kv_len at 1000 and batch 17
-// at 7 (every code path and awkward length stays covered); BGTQ_EMU_FULL=1 runs the
-// device sizes (about 10 minutes on 2 cores).
+// Built against the CPU emulator (tests/cuda/emu), the cases run the device sizes when the
+// emulator runs a CTA's threads as fibers (the default without sanitizers: about 50 s for
+// every cuda_emu case on 2 cores). Where they are OS threads (ThreadSanitizer,
+// AddressSanitizer, BGTQ_EMU_THREADS=os), each barrier wakes every thread through the OS
+// scheduler, and the run keeps one configuration in three, caps kv_len at 1000 and
+// batch 17 at 7 (every code path and awkward length stays covered); BGTQ_EMU_FULL=1
+// runs the device sizes there too.
 // Tag [tsan]: the cases .ci/run's ThreadSanitizer stage runs on the emulator (make
 // test-tsan TSAN_EMU_SPEC="[tsan]"): every kernel (encode, rotation, both split kernels,
 // merge, energy), the window, the NaN query's early return; about 2 of the 15 CPU-minutes
 // all cases take under TSan (docs/errors.md).
 #if defined(BGTQ_CUDA_EMULATION)
 bool full_size() {
+  if (bgtq_emu::use_fibers()) return true;
   const char* e = std::getenv("BGTQ_EMU_FULL");
   return e != nullptr && e[0] == '1';
 }

@@ -5,9 +5,10 @@
 // `#include <cuda_runtime.h>` lands here, and define BGTQ_CUDA_EMULATION.
 //
 // Model: a launch runs its CTAs one after another (grid order and reversed on a
-// kernel's alternate launches, see cta_order); the threads of a CTA are real OS
-// threads (std::thread), __syncthreads is a std::barrier over the CTA, __syncwarp and
-// the warp collectives (shuffles, mma.sync) use one barrier per warp. Dynamic shared
+// kernel's alternate launches, see cta_order); the threads of a CTA are fibers on the
+// launching thread or, under the sanitizers, real OS threads (std::thread; see "Fibers"
+// below); __syncthreads is a barrier over the CTA, __syncwarp and the warp collectives
+// (shuffles, mma.sync) use one barrier per warp. Dynamic shared
 // memory is one buffer, poisoned before every CTA so reads of unwritten shared memory
 // show up (0xFF bytes: NaN floats, -1 integers; on a kernel's alternate launches 0x55:
 // large positive values, so a -1 that happens to be a kernel's own "none" value hides
@@ -47,6 +48,11 @@
 #include <thread>
 #include <tuple>
 #include <vector>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#include <ucontext.h>
+#endif
 
 // ------------------------------------------------------------------ language
 #define __global__
@@ -178,7 +184,7 @@ class tsan_blind {
 };
 
 //! SMs the emulated device reports: few, so that automatic split plans stay small
-//! (each emulated CTA costs OS-thread barriers); tests force larger split counts.
+//! (each emulated CTA costs barriers); tests force larger split counts.
 inline constexpr int emulated_sms = 16;
 //! Device memory the emulated device reports (cudaDeviceProp::totalGlobalMem); a larger
 //! cudaMalloc fails with cudaErrorMemoryAllocation, as on a device.
@@ -186,10 +192,62 @@ inline constexpr std::size_t emulated_memory = std::size_t{8} << 30;
 //! Largest dynamic shared memory a kernel may opt into (sm_90).
 inline constexpr std::size_t max_dynamic_smem = 227u * 1024u;
 
+// Fibers. Without a sanitizer the threads of a CTA run as fibers (ucontext) on the
+// launching thread, not as OS threads: a barrier is then a switch in user space instead
+// of a futex wake per waiting thread (with 128 threads on 2 cores most of an emulated
+// test's time went to the kernel's scheduler). The semantics are the same: a thread
+// runs until it reaches a barrier or a warp collective, the others run meanwhile
+// (round-robin), and a barrier releases once all of its threads arrived. Under
+// ThreadSanitizer the threads stay OS threads (its race detection is the point of that
+// build), and under AddressSanitizer too (it is not told of the stack switches);
+// BGTQ_EMU_THREADS=os selects OS threads in any build (=fibers is the default where
+// available). A launch whose threads all wait at barriers no other thread will reach (a
+// __syncthreads some threads skip) is reported and aborted, where OS threads would hang
+// until ctest's timeout.
+#if !defined(BGTQ_EMU_TSAN) && !defined(BGTQ_EMU_ASAN) && defined(__linux__)
+#define BGTQ_EMU_FIBERS 1
+#endif
+struct fiber_run;
+//! The fiber launch running on this OS thread (null in OS-thread mode and on the host).
+inline thread_local fiber_run* fiber_sched = nullptr;
+inline void fiber_arrive();  // counts progress for the deadlock check
+inline void fiber_yield();   // back to the scheduler; resumed on its next round
+
+//! __syncthreads / warp barrier: a std::barrier over OS threads, or a counter over fibers.
+struct emu_barrier {
+  std::unique_ptr<std::barrier<>> os;
+  unsigned expected = 0, arrived = 0;
+  std::uint64_t generation = 0;
+  void reset(unsigned n, bool fibers) {
+    expected = n;
+    arrived = 0;
+    generation = 0;
+    if (fibers) {
+      os.reset();
+    } else {
+      os = std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(n));
+    }
+  }
+  void arrive_and_wait() {
+    if (!os) {
+      fiber_arrive();
+      const std::uint64_t g = generation;
+      if (++arrived == expected) {
+        arrived = 0;
+        ++generation;
+      } else {
+        while (generation == g) fiber_yield();
+      }
+      return;
+    }
+    os->arrive_and_wait();
+  }
+};
+
 struct launch_state {
   std::vector<unsigned char> smem;  // dynamic shared memory of the running CTA
-  std::unique_ptr<std::barrier<>> block;  // __syncthreads
-  std::vector<std::unique_ptr<std::barrier<>>> warps;
+  emu_barrier block;  // __syncthreads
+  std::vector<emu_barrier> warps;
   std::vector<std::uint64_t> shfl;  // [warp][32] exchange slots
   std::vector<std::uint32_t> mma;   // [warp][32][6] mma fragment slots (a[4], b[2])
   std::atomic<int> any[3] = {0, 0, 0};  // __syncthreads_or: call n of a thread ORs into any[n % 3]
@@ -284,6 +342,8 @@ struct async_queue {
   std::uint64_t committed = 0; // cp.async.commit_group calls
 };
 inline thread_local async_queue copies;
+//! __syncthreads_or calls this thread made in its launch (each launch's threads start at 0).
+inline thread_local unsigned syncthreads_or_calls = 0;
 
 //! cp.async: the destination is undefined until the copy's group is waited for (0xFF here).
 inline void cp_async(void* dst, const void* src, std::size_t n) {
@@ -309,6 +369,204 @@ inline void cp_drain() {
   if (c.head < c.q.size()) state().copies_left.store(true);
   c.q.clear();
   c.head = 0;
+}
+
+#if defined(BGTQ_EMU_FIBERS)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define BGTQ_EMU_FIBER_ASM 1
+//! Saves the callee-saved registers, MXCSR and the x87 control word on the current stack,
+//! stores its pointer in *from and continues on the stack `to` (saved the same way, or
+//! prepared by fiber_stack_init). glibc's swapcontext does this plus two signal-mask
+//! system calls per switch, which were 40% of an emulated test's time.
+__attribute__((naked, noinline)) inline void fiber_switch(void** /*from*/, void* /*to*/) {
+  asm("pushq %rbp\n\t"
+      "pushq %rbx\n\t"
+      "pushq %r12\n\t"
+      "pushq %r13\n\t"
+      "pushq %r14\n\t"
+      "pushq %r15\n\t"
+      "subq $16, %rsp\n\t"
+      "stmxcsr 8(%rsp)\n\t"
+      "fnstcw (%rsp)\n\t"
+      "movq %rsp, (%rdi)\n\t"
+      "movq %rsi, %rsp\n\t"
+      "fldcw (%rsp)\n\t"
+      "ldmxcsr 8(%rsp)\n\t"
+      "addq $16, %rsp\n\t"
+      "popq %r15\n\t"
+      "popq %r14\n\t"
+      "popq %r13\n\t"
+      "popq %r12\n\t"
+      "popq %rbx\n\t"
+      "popq %rbp\n\t"
+      "ret");
+}
+#endif
+//! One CTA thread run as a fiber: its context and, while it is switched out, its values
+//! of the per-thread variables (swapped with the OS thread's on every switch).
+struct fiber {
+#if defined(BGTQ_EMU_FIBER_ASM)
+  void* sp = nullptr;
+#else
+  ucontext_t ctx{};
+#endif
+  dim3 thread_idx, block_idx, block_dim, grid_dim;
+  launch_state* state = nullptr;
+  async_queue copies;
+  unsigned or_calls = 0;
+  bool done = false;
+  void exchange() {
+    std::swap(threadIdx, thread_idx);
+    std::swap(blockIdx, block_idx);
+    std::swap(blockDim, block_dim);
+    std::swap(gridDim, grid_dim);
+    std::swap(current, state);
+    std::swap(bgtq_emu::copies, copies);
+    std::swap(syncthreads_or_calls, or_calls);
+  }
+};
+struct fiber_run {
+#if defined(BGTQ_EMU_FIBER_ASM)
+  void* scheduler = nullptr;
+#else
+  ucontext_t scheduler{};
+#endif
+  std::vector<fiber> fibers;
+  unsigned running = 0;
+  std::uint64_t events = 0;  // barrier arrivals and ended threads: progress
+  void (*body)(const void*, unsigned) = nullptr;
+  const void* body_arg = nullptr;
+};
+inline void fiber_arrive() { ++fiber_sched->events; }
+inline void fiber_yield() {
+  fiber_run& r = *fiber_sched;
+#if defined(BGTQ_EMU_FIBER_ASM)
+  fiber_switch(&r.fibers[r.running].sp, r.scheduler);
+#else
+  swapcontext(&r.fibers[r.running].ctx, &r.scheduler);
+#endif
+}
+inline void fiber_entry() {
+  fiber_run& r = *fiber_sched;
+  const unsigned t = r.running;
+  r.body(r.body_arg, t);
+  r.fibers[t].done = true;
+  ++r.events;
+#if defined(BGTQ_EMU_FIBER_ASM)
+  void* unused = nullptr;
+  fiber_switch(&unused, r.scheduler);  // never resumed
+  __builtin_unreachable();
+#endif
+}  // (ucontext) returns to r.scheduler through uc_link
+#if defined(BGTQ_EMU_FIBER_ASM)
+//! A new fiber's stack below `top` (16-byte aligned): what fiber_switch pops (control
+//! words, six zero registers), then fiber_entry as the return address, placed so that
+//! fiber_entry starts with the stack alignment of a called function.
+inline void* fiber_stack_init(unsigned char* top) {
+  auto* w = reinterpret_cast<std::uint64_t*>(top) - 2;  // w: the return address, 16-byte aligned
+  w[0] = reinterpret_cast<std::uint64_t>(&fiber_entry);
+  w[1] = 0;
+  std::uint64_t* sp = w - 8;  // 2 words of control words, 6 registers
+  for (int i = 0; i < 8; ++i) sp[i] = 0;
+  std::uint32_t mxcsr = 0;
+  std::uint16_t fcw = 0;
+  asm volatile("stmxcsr %0" : "=m"(mxcsr));
+  asm volatile("fnstcw %0" : "=m"(fcw));
+  std::memcpy(reinterpret_cast<unsigned char*>(sp), &fcw, sizeof fcw);
+  std::memcpy(reinterpret_cast<unsigned char*>(sp) + 8, &mxcsr, sizeof mxcsr);
+  return sp;
+}
+#endif
+//! Fiber stacks, kept from launch to launch: 256 KiB each (reserved, not committed),
+//! under a PROT_NONE guard page, so an overflow faults instead of corrupting a neighbour.
+inline constexpr std::size_t fiber_stack_bytes = std::size_t{256} << 10;
+inline std::vector<unsigned char*>& fiber_stacks(unsigned n) {
+  static std::vector<unsigned char*> stacks;
+  const std::size_t page = 4096;
+  while (stacks.size() < n) {
+    void* p = mmap(nullptr, fiber_stack_bytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+    if (p == MAP_FAILED || mprotect(p, page, PROT_NONE) != 0) {
+      std::fprintf(stderr, "bgtq emulator: cannot map a fiber stack\n");
+      std::abort();
+    }
+    stacks.push_back(static_cast<unsigned char*>(p) + page);
+  }
+  return stacks;
+}
+//! Runs body(arg, t) for t < nt as fibers on this thread, round-robin from barrier to
+//! barrier, until all have returned; aborts on a deadlock (a full round without a
+//! barrier arrival or an ended thread).
+inline void run_fibers(unsigned nt, void (*body)(const void*, unsigned), const void* arg) {
+  fiber_run r;
+  r.body = body;
+  r.body_arg = arg;
+  r.fibers.resize(nt);
+  auto& stacks = fiber_stacks(nt);
+  for (unsigned t = 0; t < nt; ++t) {
+    fiber& f = r.fibers[t];
+#if defined(BGTQ_EMU_FIBER_ASM)
+    f.sp = fiber_stack_init(stacks[t] + fiber_stack_bytes);
+#else
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = stacks[t];
+    f.ctx.uc_stack.ss_size = fiber_stack_bytes;
+    f.ctx.uc_link = &r.scheduler;
+    makecontext(&f.ctx, fiber_entry, 0);
+#endif
+    // what a new OS thread would start with
+    f.thread_idx = threadIdx;
+    f.block_idx = blockIdx;
+    f.block_dim = blockDim;
+    f.grid_dim = gridDim;
+    f.state = current;
+  }
+  fiber_run* const outer = fiber_sched;
+  fiber_sched = &r;
+  unsigned alive = nt;
+  while (alive > 0) {
+    const std::uint64_t before = r.events;
+    for (unsigned t = 0; t < nt; ++t) {
+      fiber& f = r.fibers[t];
+      if (f.done) continue;
+      r.running = t;
+      f.exchange();
+#if defined(BGTQ_EMU_FIBER_ASM)
+      fiber_switch(&r.scheduler, f.sp);
+#else
+      swapcontext(&r.scheduler, &f.ctx);
+#endif
+      f.exchange();
+      if (f.done) --alive;
+    }
+    if (alive > 0 && r.events == before) {
+      std::fprintf(stderr,
+                   "bgtq emulator: deadlock: %u of %u threads of a launch wait at barriers that the others will not "
+                   "reach (a __syncthreads or warp collective not every thread calls)\n",
+                   alive, nt);
+      std::abort();
+    }
+  }
+  fiber_sched = outer;
+}
+#else
+inline void fiber_arrive() {}
+inline void fiber_yield() {}
+#endif
+//! Fibers for this launch (see above): the default without sanitizers; BGTQ_EMU_THREADS=os
+//! selects OS threads.
+inline bool use_fibers() {
+#if defined(BGTQ_EMU_FIBERS)
+  static const bool fibers = [] {
+    const char* e = std::getenv("BGTQ_EMU_THREADS");
+    if (e == nullptr || *e == 0 || std::strcmp(e, "fibers") == 0) return true;
+    if (std::strcmp(e, "os") == 0) return false;
+    std::fprintf(stderr, "bgtq emulator: BGTQ_EMU_THREADS=%s is not fibers or os\n", e);
+    std::abort();
+  }();
+  return fibers;
+#else
+  return false;
+#endif
 }
 
 // Stream order under ThreadSanitizer. The host joins a launch's threads without
@@ -387,9 +645,10 @@ void stream_launch(bool overlapped, void (*kernel)(P...), dim3 grid, dim3 block,
   // everything the threads read lives in the slot (or their own copies), not on this
   // stack: under TSan the host's later calls reuse it unordered against their reads
   s.smem.assign(std::max<std::size_t>(smem, 16) + 64, poison);
-  s.block = std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(nt));
-  s.warps.clear();
-  for (unsigned w = 0; w < nw; ++w) s.warps.push_back(std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(std::min(32u, nt - 32 * w))));
+  const bool fibers = use_fibers();
+  s.block.reset(nt, fibers);
+  s.warps.resize(nw);
+  for (unsigned w = 0; w < nw; ++w) s.warps[w].reset(std::min(32u, nt - 32 * w), fibers);
   s.shfl.assign(static_cast<std::size_t>(nw) * 32, 0);
   s.mma.assign(static_cast<std::size_t>(nw) * 32 * 6, 0);
   for (auto& a : s.any) a.store(0);
@@ -397,10 +656,8 @@ void stream_launch(bool overlapped, void (*kernel)(P...), dim3 grid, dim3 block,
   using args_t = std::tuple<std::decay_t<P>...>;
   const auto args = std::make_shared<const args_t>(std::forward<A>(a)...);
   s.args = args;
-  std::vector<std::thread> threads;
-  threads.reserve(nt);
-  for (unsigned t = 0; t < nt; ++t)
-    threads.emplace_back([t, kernel, grid, block, reverse, poison, sp = &s, ap = args.get()] {
+  // one CTA thread's life: every CTA of the grid in turn, between two CTA barriers
+  const auto body = [kernel, grid, block, reverse, poison, sp = &s, ap = args.get()](unsigned t) {
       launch_state& s = *sp;
       current = sp;
       blockDim = block;
@@ -415,16 +672,24 @@ void stream_launch(bool overlapped, void (*kernel)(P...), dim3 grid, dim3 block,
           std::memset(s.smem.data(), poison, s.smem.size());
           poison_static_shared(poison);
         }
-        s.block->arrive_and_wait();
+        s.block.arrive_and_wait();
         std::apply(kernel, *ap);
         cp_drain();
-        s.block->arrive_and_wait();
+        s.block.arrive_and_wait();
       }
 #if defined(BGTQ_EMU_TSAN)
       __tsan_release(&s.done);
 #endif
-    });
+  };
+#if defined(BGTQ_EMU_FIBERS)
+  if (fibers) {
+    run_fibers(nt, [](const void* b, unsigned t) { (*static_cast<const decltype(body)*>(b))(t); }, &body);
+  } else
+#endif
   {
+    std::vector<std::thread> threads;
+    threads.reserve(nt);
+    for (unsigned t = 0; t < nt; ++t) threads.emplace_back([t, body] { body(t); });
     const tsan_blind blind(false);  // joining orders nothing (see above)
     for (auto& th : threads) th.join();
   }
@@ -445,7 +710,7 @@ void launch(void (*kernel)(P...), dim3 grid, dim3 block, std::size_t smem, A&&..
 //! The exchange slots are relaxed atomics, so their own traffic is no race.
 inline void warp_rendezvous(unsigned w) {
   const tsan_blind blind(true);
-  state().warps[w]->arrive_and_wait();
+  state().warps[w].arrive_and_wait();
 }
 template <class T>
 void slot_store(T& slot, T v) {
@@ -459,22 +724,21 @@ T slot_load(T& slot) {
 }  // namespace bgtq_emu
 
 // ------------------------------------------------------------------ device functions
-inline void __syncthreads() { bgtq_emu::state().block->arrive_and_wait(); }
+inline void __syncthreads() { bgtq_emu::state().block.arrive_and_wait(); }
 //! Every thread of the CTA makes the same calls, so a thread's n-th call meets the
 //! others' n-th: slot n % 3 collects it; after the barrier thread 0 clears the slot of
 //! call n - 1 (read by everyone before they reached this barrier; written again only by
 //! call n + 2, after the next barrier, which thread 0 reaches after clearing it).
 inline int __syncthreads_or(int pred) {
   auto& s = bgtq_emu::state();
-  thread_local unsigned calls = 0;  // the threads of a launch are new OS threads
-  const unsigned n = calls++ % 3;
+  const unsigned n = bgtq_emu::syncthreads_or_calls++ % 3;
   if (pred != 0) s.any[n].fetch_or(1);
-  s.block->arrive_and_wait();
+  s.block.arrive_and_wait();
   const int r = s.any[n].load();
   if (bgtq_emu::flat_tid() == 0) s.any[(n + 2) % 3].store(0);
   return r;
 }
-inline void __syncwarp(unsigned = 0xffffffffu) { bgtq_emu::state().warps[bgtq_emu::flat_tid() / 32]->arrive_and_wait(); }
+inline void __syncwarp(unsigned = 0xffffffffu) { bgtq_emu::state().warps[bgtq_emu::flat_tid() / 32].arrive_and_wait(); }
 
 template <class T>
 T __shfl_xor_sync(unsigned, T v, int lane_mask, int = 32) {
