@@ -72,7 +72,7 @@ struct bit_tight {
 
   //! The low b bits (cmask = 2^b - 1) of 8 codes, one per byte, side by side: code k at
   //! bits [k*b, (k+1)*b) of the result.
-  BGTQ_HOST_DEVICE static std::uint64_t join8(const std::uint8_t* codes, int b, std::uint32_t cmask) {
+  BGTQ_HOST_DEVICE static std::uint64_t join8(const std::uint8_t* codes, [[maybe_unused]] int b, std::uint32_t cmask) {
 #if defined(BGTQ_BMI2)
     std::uint64_t bytes;
     std::memcpy(&bytes, codes, 8);
