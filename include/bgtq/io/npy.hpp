@@ -326,12 +326,13 @@ class npy_dict_parser {
   const std::string& name_;
 };
 
-//! Parses preamble and header. `p[0, avail)` must hold at least the whole header (up to
-//! the data offset); `file_size` is the size of the whole file. Checks that exactly
-//! count * itemsize data bytes follow, before anything is allocated for them.
+//! Parses the header alone: preamble and dict, with count and data_bytes computed (a
+//! shape whose element or byte count overflows size_t is refused), without comparing the
+//! data size with `file_size`: what a stream's reader needs before it knows the size.
+//! `p[0, avail)` must hold at least the whole header (up to the data offset); `file_size`
+//! (the file's size, or an upper bound when unknown) only bounds the header length the
+//! preamble states.
 //! @throws bgtq::error(format_error) naming `name`, the problem and its byte offset.
-//! The header alone (preamble and dict, data_bytes computed), without comparing the data
-//! size with `file_size`: what a stream's reader needs before it knows the size.
 inline npy_header parse_npy_dict(const unsigned char* p, std::size_t avail, std::size_t file_size, const std::string& name) {
   npy_header h;
   h.data_offset = npy_preamble(p, avail, file_size, name, h.major, h.header_begin);
@@ -348,6 +349,9 @@ inline npy_header parse_npy_dict(const unsigned char* p, std::size_t avail, std:
   return h;
 }
 
+//! parse_npy_dict(), then checks that exactly data_bytes (count * itemsize) data bytes
+//! follow the header in a file of `file_size` bytes, before anything is allocated for them.
+//! @throws bgtq::error(format_error) naming `name`, the problem and its byte offset.
 inline npy_header parse_npy_header(const unsigned char* p, std::size_t avail, std::size_t file_size, const std::string& name) {
   npy_header h = parse_npy_dict(p, avail, file_size, name);
   const std::size_t have = file_size - h.data_offset;
