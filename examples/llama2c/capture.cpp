@@ -4,6 +4,7 @@
 
 #include <bgtq/core/error.hpp>
 
+#include "io_util.hpp"
 #include "llama2c.hpp"
 
 namespace bgtq::llama2c {
@@ -46,9 +47,20 @@ activations capture_activations(engine& e, const std::vector<int>& tokens, const
   a.n_kv_heads = c.n_kv_heads;
   a.head_dim = c.head_dim();
   const std::size_t rows = static_cast<std::size_t>(a.n_layers) * tokens.size();
-  a.q.assign(rows * static_cast<std::size_t>(c.n_heads * c.head_dim()), 0.0f);
-  a.k.assign(rows * static_cast<std::size_t>(c.kv_dim()), 0.0f);
-  a.v.assign(rows * static_cast<std::size_t>(c.kv_dim()), 0.0f);
+  const std::size_t qd = static_cast<std::size_t>(c.n_heads) * static_cast<std::size_t>(c.head_dim());
+  const std::size_t kvd = static_cast<std::size_t>(c.kv_dim());
+  const std::size_t bytes = rows * (qd + 2 * kvd) * sizeof(float);
+  const std::string what = "capture_activations: q, k and v (" + std::to_string(a.n_layers) + " layers x " +
+                           std::to_string(tokens.size()) + " tokens x (" + std::to_string(qd) + " + 2 x " +
+                           std::to_string(kvd) + ") x 4 B)";
+  detail::check_allocation(bytes, what);
+  try {
+    a.q.assign(rows * qd, 0.0f);
+    a.k.assign(rows * kvd, 0.0f);
+    a.v.assign(rows * kvd, 0.0f);
+  } catch (const std::bad_alloc&) {
+    fail(errc::capacity_exhausted, what + ": cannot allocate " + detail::bytes_text(bytes));
+  }
   array_sink sink(a);
   sink_guard guard{e};
   e.reset();

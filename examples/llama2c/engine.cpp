@@ -5,6 +5,7 @@
 
 #include <bgtq/core/error.hpp>
 
+#include "io_util.hpp"
 #include "llama2c.hpp"
 
 namespace bgtq::llama2c {
@@ -39,13 +40,25 @@ inline void rmsnorm(float* __restrict out, const float* __restrict x, const floa
 
 // ---------------------------------------------------------------- fp32_kv_backend
 
-fp32_kv_backend::fp32_kv_backend(const config& c) : cfg_(c) {
+fp32_kv_backend::fp32_kv_backend(const config& c, int max_positions, std::uint64_t memory_limit) : cfg_(c) {
   c.validate("fp32_kv_backend");
-  const std::size_t per_layer = static_cast<std::size_t>(c.seq_len) * static_cast<std::size_t>(c.kv_dim());
-  k_.assign(per_layer * static_cast<std::size_t>(c.n_layers), 0.0f);
-  v_.assign(per_layer * static_cast<std::size_t>(c.n_layers), 0.0f);
-  count_.assign(static_cast<std::size_t>(c.n_layers), 0);
-  scores_.assign(static_cast<std::size_t>(c.seq_len), 0.0f);
+  if (max_positions < 0)
+    fail(errc::invalid_argument, "fp32_kv_backend: max_positions = " + std::to_string(max_positions) + " is negative");
+  cap_ = max_positions > 0 ? std::min(max_positions, c.seq_len) : c.seq_len;
+  // validate() bounds every factor: at most 2 * 2^12 * 2^20 * 2^16 floats, no overflow
+  const std::size_t per_layer = static_cast<std::size_t>(cap_) * static_cast<std::size_t>(c.kv_dim());
+  const std::size_t floats = per_layer * static_cast<std::size_t>(c.n_layers);
+  const std::string what = "the float32 KV cache (2 x " + std::to_string(c.n_layers) + " layers x " + std::to_string(cap_) +
+                           " positions x kv_dim " + std::to_string(c.kv_dim()) + " x 4 B)";
+  detail::check_allocation(2 * floats * sizeof(float), what, memory_limit);
+  try {
+    k_.assign(floats, 0.0f);
+    v_.assign(floats, 0.0f);
+    count_.assign(static_cast<std::size_t>(c.n_layers), 0);
+    scores_.assign(static_cast<std::size_t>(cap_), 0.0f);
+  } catch (const std::bad_alloc&) {
+    fail(errc::capacity_exhausted, what + ": cannot allocate " + detail::bytes_text(2 * floats * sizeof(float)));
+  }
 }
 
 void fp32_kv_backend::reset() { std::fill(count_.begin(), count_.end(), 0); }
@@ -58,11 +71,11 @@ void fp32_kv_backend::append(int layer, int pos, const float* k, const float* v)
   if (pos != have)
     fail(errc::invalid_argument, "fp32_kv_backend::append: pos " + std::to_string(pos) + " but layer " +
                                      std::to_string(layer) + " holds " + std::to_string(have) + " positions");
-  if (pos >= cfg_.seq_len)
-    fail(errc::invalid_argument, "fp32_kv_backend::append: pos " + std::to_string(pos) + " >= seq_len " +
-                                     std::to_string(cfg_.seq_len));
+  if (pos >= cap_)
+    fail(errc::invalid_argument, "fp32_kv_backend::append: pos " + std::to_string(pos) + " >= the " + std::to_string(cap_) +
+                                     " positions it holds (seq_len " + std::to_string(cfg_.seq_len) + ")");
   const std::size_t kvd = static_cast<std::size_t>(cfg_.kv_dim());
-  const std::size_t at = (static_cast<std::size_t>(layer) * static_cast<std::size_t>(cfg_.seq_len) +
+  const std::size_t at = (static_cast<std::size_t>(layer) * static_cast<std::size_t>(cap_) +
                           static_cast<std::size_t>(pos)) * kvd;
   std::memcpy(k_.data() + at, k, kvd * sizeof(float));
   std::memcpy(v_.data() + at, v, kvd * sizeof(float));
@@ -73,7 +86,7 @@ const float* fp32_kv_backend::key(int layer, int pos, int kv_head) const {
   BGTQ_REQUIRE(layer >= 0 && layer < cfg_.n_layers && pos >= 0 && pos < size(layer) && kv_head >= 0 &&
                    kv_head < cfg_.n_kv_heads,
                errc::invalid_argument, "fp32_kv_backend::key: (layer, pos, kv_head) out of range");
-  return k_.data() + ((static_cast<std::size_t>(layer) * static_cast<std::size_t>(cfg_.seq_len) +
+  return k_.data() + ((static_cast<std::size_t>(layer) * static_cast<std::size_t>(cap_) +
                        static_cast<std::size_t>(pos)) * static_cast<std::size_t>(cfg_.n_kv_heads) +
                       static_cast<std::size_t>(kv_head)) * static_cast<std::size_t>(cfg_.head_dim());
 }
@@ -93,8 +106,8 @@ void fp32_kv_backend::attend(int layer, int pos, const float* q, float* out) {
                                      " positions)");
   const int hd = cfg_.head_dim(), kvd = cfg_.kv_dim(), group = cfg_.group_size();
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
-  const float* kl = k_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(cfg_.seq_len) * static_cast<std::size_t>(kvd);
-  const float* vl = v_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(cfg_.seq_len) * static_cast<std::size_t>(kvd);
+  const float* kl = k_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(cap_) * static_cast<std::size_t>(kvd);
+  const float* vl = v_.data() + static_cast<std::size_t>(layer) * static_cast<std::size_t>(cap_) * static_cast<std::size_t>(kvd);
   float* sc = scores_.data();
   for (int h = 0; h < cfg_.n_heads; ++h) {
     const float* qh = q + static_cast<std::size_t>(h) * static_cast<std::size_t>(hd);

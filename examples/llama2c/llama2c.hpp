@@ -21,6 +21,7 @@
 //!   `length` bytes (no terminator). Exactly `vocab_size` tokens, nothing after them.
 
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <unordered_map>
@@ -170,14 +171,22 @@ class kv_backend {
 };
 
 //! Exact float32 KV cache: [layer][pos][kv_dim] for keys and values, preallocated for
-//! seq_len positions. attend() uses float32 dot products and a max-subtracted softmax.
+//! `positions()` positions (seq_len unless the constructor is given fewer).
+//! attend() uses float32 dot products and a max-subtracted softmax.
 class fp32_kv_backend : public kv_backend {
  public:
-  //! @throws bgtq::error(format_error) if the config is invalid.
-  explicit fp32_kv_backend(const config& c);
+  //! Holds up to `max_positions` positions (0, or more than seq_len: seq_len), i.e.
+  //! 2 x n_layers x positions x kv_dim floats, checked before allocating against
+  //! `memory_limit` bytes (0: the machine's physical memory, or `ulimit -v` if lower).
+  //! @throws bgtq::error(format_error) if the config is invalid, (invalid_argument) for
+  //!         a negative max_positions, (capacity_exhausted) naming the size and its
+  //!         factors if it exceeds the limit or cannot be allocated.
+  explicit fp32_kv_backend(const config& c, int max_positions = 0, std::uint64_t memory_limit = 0);
   void reset() override;
+  //! Positions it holds per layer.
+  int positions() const { return cap_; }
   //! @throws bgtq::error(invalid_argument) if layer is out of range, pos is not the next
-  //!         position of that layer or pos >= seq_len.
+  //!         position of that layer or pos >= positions().
   void append(int layer, int pos, const float* k, const float* v) override;
   //! @throws bgtq::error(invalid_argument) if layer is out of range or pos is not stored.
   void attend(int layer, int pos, const float* q, float* out) override;
@@ -190,7 +199,8 @@ class fp32_kv_backend : public kv_backend {
 
  private:
   config cfg_;
-  std::vector<float> k_, v_;  // [layer][pos][n_kv_heads][head_dim]
+  int cap_ = 0;               // positions held per layer
+  std::vector<float> k_, v_;  // [layer][pos < cap_][n_kv_heads][head_dim]
   std::vector<int> count_;    // positions stored per layer
   std::vector<float> scores_; // scratch [seq_len]
 };
@@ -265,7 +275,9 @@ struct activations {
 //! and v of every layer and position. Replaces any installed capture sink and leaves none
 //! installed. `progress(done, total)`, if given, is called after each token.
 //! @throws bgtq::error(invalid_argument) if tokens is empty or longer than seq_len, or a
-//!         token is outside the vocabulary.
+//!         token is outside the vocabulary; (capacity_exhausted) naming the size if the
+//!         arrays exceed the memory limit (physical memory or `ulimit -v`) or cannot be
+//!         allocated.
 activations capture_activations(engine& e, const std::vector<int>& tokens,
                                 const std::function<void(int, int)>& progress = {});
 

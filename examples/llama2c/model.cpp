@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 
@@ -158,8 +159,45 @@ model model::from_weights(const config& c, model_weights w) {
 }
 
 model model::load(const std::string& path) {
-  const std::vector<unsigned char> bytes = detail::read_file(path, "checkpoint");
-  return from_bytes(bytes.data(), bytes.size(), path);
+  // Read the header first, then at most the size it implies and one byte more (which
+  // from_bytes reports as a size mismatch): a stream that never ends (/dev/zero) or a
+  // huge file is refused on its first bytes, not read until memory runs out.
+  detail::bounded_reader r(path, "checkpoint");
+  constexpr std::size_t header_bytes = 7 * sizeof(std::int32_t);
+  std::size_t want = header_bytes;
+  if (r.fill_to(header_bytes)) {
+    std::int32_t h[7];
+    std::memcpy(h, r.bytes().data(), header_bytes);
+    config c;
+    c.dim = h[0];
+    c.hidden_dim = h[1];
+    c.n_layers = h[2];
+    c.n_heads = h[3];
+    c.n_kv_heads = h[4];
+    c.vocab_size = h[5] > 0 ? h[5] : h[5] == std::numeric_limits<std::int32_t>::min() ? 0 : -h[5];
+    c.shared_classifier = h[5] > 0;
+    c.seq_len = h[6];
+    try {
+      c.validate(path);
+      want = c.checkpoint_bytes();
+    } catch (const error&) {
+      // from_bytes reports the bad header
+    }
+  }
+  r.fill_to(want + 1);
+  const std::vector<unsigned char>& bytes = r.bytes();
+  if (bytes.size() > want && want > header_bytes) {
+    std::error_code ec;
+    const auto actual = std::filesystem::is_regular_file(path, ec) ? std::filesystem::file_size(path, ec) : 0;
+    fail(errc::format_error, path + ": the file holds more bytes than its header implies: expected " + std::to_string(want) +
+                                 " bytes, actual " + (actual > want ? std::to_string(actual) : "more") +
+                                 " (trailing bytes, or not a llama2.c checkpoint)");
+  }
+  try {
+    return from_bytes(bytes.data(), bytes.size(), path);
+  } catch (const std::bad_alloc&) {
+    fail(errc::capacity_exhausted, path + ": cannot allocate the weights (" + detail::bytes_text(bytes.size()) + ")");
+  }
 }
 
 }  // namespace bgtq::llama2c

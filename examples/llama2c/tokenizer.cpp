@@ -87,8 +87,22 @@ tokenizer tokenizer::from_bytes(const void* data, std::size_t size, int vocab_si
 }
 
 tokenizer tokenizer::load(const std::string& path, int vocab_size) {
-  const std::vector<unsigned char> bytes = detail::read_file(path, "tokenizer");
-  return from_bytes(bytes.data(), bytes.size(), vocab_size, path);
+  // At most what vocab_size tokens of max_token_length bytes take (and a byte more, which
+  // from_bytes reports as trailing): a stream that never ends is refused on its first bytes.
+  detail::bounded_reader r(path, "tokenizer");
+  std::size_t want = 4;
+  if (r.fill_to(4) && vocab_size > 0) {
+    std::int32_t max_len = 0;
+    std::memcpy(&max_len, r.bytes().data(), 4);
+    if (max_len >= 1 && max_len <= 65536)
+      want = 4 + static_cast<std::size_t>(vocab_size) * (8 + static_cast<std::size_t>(max_len));
+  }
+  r.fill_to(want + 1);
+  try {
+    return from_bytes(r.bytes().data(), r.bytes().size(), vocab_size, path);
+  } catch (const std::bad_alloc&) {
+    fail(errc::capacity_exhausted, path + ": cannot allocate the vocabulary (" + std::to_string(vocab_size) + " tokens)");
+  }
 }
 
 const std::string& tokenizer::piece(int token) const {

@@ -522,3 +522,27 @@ TEST_CASE("documents are read per line and concatenated with a BOS each", "[llam
   REQUIRE(lc::encode_documents(tok, docs, 0).empty());
   CHECK_THROWS_AS(lc::read_documents((td.path / "absent.txt").string()), bgtq::error);
 }
+
+TEST_CASE("fp32_kv_backend holds the positions asked for and refuses a size beyond the memory limit", "[llama2c]") {
+  // dim 2, 4096 layers, seq_len 2^20: the whole context is 2 x 4096 x 2^20 x 2 x 4 B = 64 GiB
+  const lc::config huge{2, 1, 4096, 1, 1, 3, 1 << 20, true};
+  try {
+    lc::fp32_kv_backend kv(huge, 0, std::uint64_t{1} << 32);
+    FAIL("a 64 GiB cache was accepted under a 4 GiB limit");
+  } catch (const bgtq::error& e) {
+    CHECK(e.code() == bgtq::errc::capacity_exhausted);
+    const std::string m = e.what();
+    CHECK(m.find("4096 layers x 1048576 positions x kv_dim 2") != std::string::npos);
+    CHECK(m.find("needs 68719476736 bytes (64.0 GiB)") != std::string::npos);
+    CHECK(m.find("memory limit of 4294967296 bytes") != std::string::npos);
+  }
+  // the positions a run feeds: 16 of them, 512 KiB
+  lc::fp32_kv_backend kv(huge, 16, std::uint64_t{1} << 32);
+  CHECK(kv.positions() == 16);
+  const float k[2] = {1, 2}, v[2] = {3, 4};
+  for (int p = 0; p < 16; ++p) kv.append(4095, p, k, v);
+  CHECK(kv.value(4095, 15, 0)[1] == 4.0f);
+  CHECK_THROWS_AS(kv.append(4095, 16, k, v), bgtq::error);
+  CHECK_THROWS_AS(lc::fp32_kv_backend(huge, -1), bgtq::error);
+  CHECK(lc::fp32_kv_backend(tied_cfg(), 1000).positions() == tied_cfg().seq_len);  // capped at seq_len
+}

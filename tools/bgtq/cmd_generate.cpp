@@ -1,4 +1,5 @@
 // bgtq generate: greedy text generation with the llama2c engine (exact float32 KV cache).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
@@ -40,12 +41,15 @@ int run(bgtq::cli::args& a) {
     BGTQ_REQUIRE(!calib.empty(), bgtq::errc::invalid_argument, *calib_text + ": no text to calibrate on (--calib-text)");
   }
   double bytes = 0;
-  const auto kv = bgtq::cli::make_kv_backend(spec, m, calib, &bytes);
+  // the cache holds what this run feeds (prompt and generated tokens), not the whole context
+  const long positions = std::min<long>(static_cast<long>(in.size()) + steps, m.cfg().seq_len);
+  const auto kv = bgtq::cli::make_kv_backend(spec, m, calib, &bytes, static_cast<int>(positions));
   lc::engine eng(m, *kv);
   const auto t0 = std::chrono::steady_clock::now();
   const std::vector<int> out = lc::generate_greedy(eng, in, static_cast<int>(steps));
   const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  const double tps = sec > 0 ? static_cast<double>(in.size() + out.size()) / sec : 0.0;
+  // tokens fed and generated per second; 0 when nothing ran (--steps 0 feeds nothing)
+  const double tps = steps > 0 && sec > 0 ? static_cast<double>(in.size() + out.size()) / sec : 0.0;
   const std::string continuation = tok.decode_all(out, in.back());
   bgtq::cli::progress("[generate] " + std::to_string(in.size()) + " prompt + " + std::to_string(out.size()) +
                       " generated tokens in " + std::to_string(sec) + " s (" + std::to_string(static_cast<long>(tps)) +
@@ -79,7 +83,9 @@ bgtq::cli::registrar reg{{"generate", "greedy text generation with a llama2.c mo
                           "  on the prompt, or on --calib-text).\n"
                           "  Encodes the prompt after BOS, decodes greedily (argmax) for up to N tokens, stopping at\n"
                           "  BOS/EOS or the context length, and prints prompt + continuation on stdout\n"
-                          "  (--json: {model, kv, prompt, prompt_tokens, tokens, text, seconds, tokens_per_s}).",
+                          "  (--json: {model, kv, kv_bytes_per_token_per_head, prompt, prompt_tokens, tokens, text,\n"
+                          "  seconds, tokens_per_s}; tokens_per_s counts prompt and generated tokens, 0 for --steps 0,\n"
+                          "  which runs nothing).",
                           &run,
                           {"json"}}};
 

@@ -5,6 +5,7 @@
 #include <bgtq/energy/energy.hpp>
 #include <bgtq/plan/build.hpp>
 
+#include <algorithm>
 #include <regex>
 
 #include "cli.hpp"
@@ -52,7 +53,7 @@ plan calibrate_llama2c(const llama2c::model& m, const std::vector<int>& tokens, 
   BGTQ_REQUIRE(!tokens.empty(), errc::invalid_argument, "calibration needs at least one token");
   const rope_layout rope(c.head_dim(), rope_pairing::interleaved);
   energy_estimator est(c.n_layers, c.n_heads, c.n_kv_heads, rope);
-  llama2c::fp32_kv_backend kv(c);
+  llama2c::fp32_kv_backend kv(c, static_cast<int>(std::min<std::size_t>(tokens.size(), static_cast<std::size_t>(c.seq_len))));
   llama2c::engine e(m, kv);
   energy_sink sink(est);
   e.set_capture(&sink);
@@ -65,15 +66,17 @@ plan calibrate_llama2c(const llama2c::model& m, const std::vector<int>& tokens, 
 }
 
 std::unique_ptr<llama2c::kv_backend> make_kv_backend(const kv_spec& spec, const llama2c::model& m,
-                                                     const std::vector<int>& calibration, double* bytes_per_token) {
+                                                     const std::vector<int>& calibration, double* bytes_per_token,
+                                                     int positions) {
   const auto& c = m.cfg();
+  const int P = positions > 0 ? std::min(positions, c.seq_len) : c.seq_len;
   const int D = c.head_dim();
   cache_config cfg;
   cfg.layers = c.n_layers;
   cfg.kv_heads = c.n_kv_heads;
   cfg.q_heads = c.n_heads;
   cfg.head_dim = D;
-  cfg.max_pages = (c.seq_len + 63) / 64 + 1;
+  cfg.max_pages = (P + 63) / 64 + 1;
   auto per_token = [&](const auto& cache) {
     double b = 0;
     for (int l = 0; l < c.n_layers; ++l)
@@ -82,7 +85,7 @@ std::unique_ptr<llama2c::kv_backend> make_kv_backend(const kv_spec& spec, const 
   };
   if (spec.method == "fp32") {
     if (bytes_per_token) *bytes_per_token = 8.0 * D;
-    return std::make_unique<llama2c::fp32_kv_backend>(c);
+    return std::make_unique<llama2c::fp32_kv_backend>(c, P);
   }
   if (spec.method == "fp16") {
     fp16_cache<> cache(cfg, fp16_states(c.n_layers, c.n_kv_heads, D), fp16_states(c.n_layers, c.n_kv_heads, D));

@@ -29,9 +29,13 @@ kv_spec parse_kv_spec(const std::string& s);
 //! `tokens`, then a plan at `avg_bits` for keys and `value_bits` for values.
 plan calibrate_llama2c(const llama2c::model& m, const std::vector<int>& tokens, double avg_bits, int value_bits);
 
-//! A kv_backend for the spec (bgtq methods use `calibration`; fp32 ignores it). Also
-//! returns the exact cache bytes per token per KV head (K + V, averaged over heads).
+//! A kv_backend for the spec (bgtq methods use `calibration`; fp32 ignores it), holding
+//! `positions` positions (0: the model's seq_len; sized so, the cache of a model with a
+//! huge context need not be allocated whole). Also returns the exact cache bytes per
+//! token per KV head (K + V, averaged over heads).
+//! @throws bgtq::error(capacity_exhausted) naming the size when the cache cannot be held.
 std::unique_ptr<llama2c::kv_backend> make_kv_backend(const kv_spec& spec, const llama2c::model& m,
-                                                     const std::vector<int>& calibration, double* bytes_per_token);
+                                                     const std::vector<int>& calibration, double* bytes_per_token,
+                                                     int positions = 0);
 
 }  // namespace bgtq::cli

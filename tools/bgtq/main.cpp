@@ -7,6 +7,7 @@
 #include <cstring>
 #include <exception>
 #include <iostream>
+#include <new>
 #include <string>
 #include <vector>
 
@@ -84,6 +85,11 @@ int main(int argc, char** argv) {
       return 2;
     } catch (const bgtq::error& e) {
       std::fprintf(stderr, "bgtq %s: error (%s): %s\n", c.name, bgtq::to_string(e.code()), e.what());
+      return 1;
+    } catch (const std::bad_alloc&) {
+      // what no check foresaw (docs/errors.md: never a bare std::bad_alloc)
+      std::fprintf(stderr, "bgtq %s: error (%s): out of memory: an allocation failed (std::bad_alloc)\n", c.name,
+                   bgtq::to_string(bgtq::errc::capacity_exhausted));
       return 1;
     } catch (const std::exception& e) {
       std::fprintf(stderr, "bgtq %s: error: %s\n", c.name, e.what());
