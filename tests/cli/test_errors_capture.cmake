@@ -68,3 +68,29 @@ if(NOT LAST_STDERR MATCHES "Block-GTQ calibrates on the first document, which is
    OR NOT LAST_STDOUT MATCHES "Block-GTQ calibrated on [0-9]+ tokens of the first document")
   message(FATAL_ERROR "ppl --calib-docs 0: stderr ${LAST_STDERR} stdout ${LAST_STDOUT}")
 endif()
+
+# every output is checked before anything is read (docs/errors.md row 21): with a missing
+# model, the output's problem is the one reported
+file(MAKE_DIRECTORY ${WORK}/same)
+file(CREATE_LINK k.npy ${WORK}/same/q.npy SYMBOLIC)
+expect_failure(CMD capture RC 2 MATCH "name the same file" DIR ${WORK}/same ABSENT ${WORK}/same/k.npy
+  ARGS --model ${WORK}/missing.bin --tokenizer ${T} --text ${WORK}/text.txt -o ${WORK}/same --quiet)
+file(MAKE_DIRECTORY ${WORK}/vdir/v.npy)
+expect_failure(CMD capture RC 1 CATEGORY io_error MATCH "\\(v.npy\\) '[^']*v.npy' is a directory" DIR ${WORK}/vdir
+  ABSENT ${WORK}/vdir/q.npy ARGS --model ${WORK}/missing.bin --tokenizer ${T} --text ${WORK}/text.txt -o ${WORK}/vdir --quiet)
+file(MAKE_DIRECTORY ${WORK}/dangling)
+file(CREATE_LINK ${WORK}/no_such_dir/k.npy ${WORK}/dangling/k.npy SYMBOLIC)
+expect_failure(CMD capture RC 1 CATEGORY io_error MATCH "no_such_dir' does not exist" DIR ${WORK}/dangling
+  ABSENT ${WORK}/dangling/q.npy ARGS --model ${WORK}/missing.bin --tokenizer ${T} --text ${WORK}/text.txt -o ${WORK}/dangling --quiet)
+# an output naming an input: the text as q.npy
+file(MAKE_DIRECTORY ${WORK}/in)
+file(WRITE ${WORK}/in/q.npy "the cat sat on the mat\n")
+expect_failure(CMD capture RC 2 MATCH "is the input --text" DIR ${WORK}/in
+  ARGS --model ${M} --tokenizer ${T} --text ${WORK}/in/q.npy -o ${WORK}/in --quiet)
+
+# a text shorter than --tokens: a warning, shown under --quiet too (docs/errors.md section 1)
+file(WRITE ${WORK}/short.txt "hi\n")
+expect_success(CMD capture ARGS --model ${M} --tokenizer ${T} --text ${WORK}/short.txt --tokens 30 -o ${WORK}/short --quiet)
+if(NOT LAST_STDERR MATCHES "^bgtq capture: warning: the text gives only [0-9]+ tokens \\(asked for --tokens 30\\)")
+  message(FATAL_ERROR "capture --quiet with a short text: no warning:\n${LAST_STDERR}")
+endif()

@@ -33,3 +33,38 @@ expect_failure(CMD synth RC 2 MATCH "--kv-heads" DIR ${WORK} ABSENT ${WORK}/out4
   ARGS --layers 1 --tokens 9 --q-heads 4097 --kv-heads 4097 --dim 8 --rope half -o ${WORK}/out4)
 expect_failure(CMD synth RC 2 MATCH "rope|pairing" DIR ${WORK} ABSENT ${WORK}/out5
   ARGS --layers 1 --tokens 9 --q-heads 2 --kv-heads 1 --dim 8 --rope sideways -o ${WORK}/out5)
+
+# every output is checked before the work (docs/errors.md row 21), without --quiet so that
+# a "[synth] generating" line before the error would fail expect_failure's one-line rule:
+set(GV --layers 1 --tokens 9 --q-heads 2 --kv-heads 1 --dim 8 --rope half)
+# q.npy a symlink to k.npy: two outputs naming one file, bad usage (exit 2), nothing written
+file(MAKE_DIRECTORY ${WORK}/same)
+file(CREATE_LINK k.npy ${WORK}/same/q.npy SYMBOLIC)
+expect_failure(CMD synth RC 2 MATCH "name the same file" DIR ${WORK}/same ABSENT ${WORK}/same/k.npy ${WORK}/same/v.npy
+  ARGS ${GV} -o ${WORK}/same)
+# a directory in the way of v.npy
+file(MAKE_DIRECTORY ${WORK}/vdir/v.npy)
+expect_failure(CMD synth RC 1 CATEGORY io_error MATCH "\\(v.npy\\) '[^']*v.npy' is a directory" DIR ${WORK}/vdir
+  ABSENT ${WORK}/vdir/q.npy ARGS ${GV} -o ${WORK}/vdir)
+# q.npy a dangling symlink into a missing directory
+file(MAKE_DIRECTORY ${WORK}/dangling)
+file(CREATE_LINK ${WORK}/no_such_dir/q.npy ${WORK}/dangling/q.npy SYMBOLIC)
+expect_failure(CMD synth RC 1 CATEGORY io_error MATCH "no_such_dir' does not exist" DIR ${WORK}/dangling
+  ABSENT ${WORK}/dangling/k.npy ARGS ${GV} -o ${WORK}/dangling)
+
+# --rope-base: the message and the range agree (1 itself is refused)
+expect_failure(CMD synth RC 2 MATCH "--rope-base 1 is out of range .1, 1e.12.: RoPE needs a base > 1" DIR ${WORK} ABSENT ${WORK}/rb
+  ARGS ${G} --rope-base 1 -o ${WORK}/rb)
+# outlier blocks are capped at D/8: documented in --help, and given values above the cap warn
+execute_process(COMMAND ${BGTQ} synth --help OUTPUT_VARIABLE help)
+if(NOT help MATCHES "capped at D/8")
+  message(FATAL_ERROR "synth --help does not state the outlier cap:\n${help}")
+endif()
+expect_success(CMD synth ARGS ${G} --outliers-min 4 --outliers-max 4 -o ${WORK}/o4)
+if(NOT LAST_STDERR MATCHES "^bgtq synth: warning: --outliers-min/--outliers-max 4..4: at most 1 outlier block\\(s\\) per KV head at --dim 8")
+  message(FATAL_ERROR "synth --outliers-max 4 at D = 8: no warning naming the cap (shown under --quiet too):\n${LAST_STDERR}")
+endif()
+expect_success(CMD synth ARGS ${G} -o ${WORK}/o_default)
+if(NOT LAST_STDERR STREQUAL "")
+  message(FATAL_ERROR "synth with the default outliers at D = 8 warned:\n${LAST_STDERR}")
+endif()

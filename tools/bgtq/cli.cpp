@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <filesystem>
+#include <unistd.h>
 #include <cmath>
 #include <cstdio>
 #include <iostream>
@@ -76,6 +78,25 @@ void check_outputs(const std::vector<named_path>& outputs, const std::vector<nam
         throw usage_error(o.option + " '" + o.path + "' is the input " + in.option + " (the output would replace it)");
   }
   for (const named_path& o : outputs) bgtq::check_output_path(o.path, o.option);
+}
+
+void check_output_dir_files(const std::string& dir, const std::string& option, const std::vector<std::string>& names,
+                            const std::vector<named_path>& inputs) {
+  namespace fs = std::filesystem;
+  if (dir.empty()) throw usage_error(option + ": the output directory is empty");
+  std::error_code ec;
+  if (fs::is_directory(dir, ec)) {
+    std::vector<named_path> outs;
+    for (const std::string& n : names) outs.push_back({option + " " + dir + " (" + n + ")", (fs::path(dir) / n).string()});
+    check_outputs(outs, inputs);
+    return;
+  }
+  bgtq::check_output_dir(dir, option);  // a file in the way
+  // the directory is made when the results are written: its nearest existing ancestor must take it
+  fs::path p = fs::absolute(fs::path(dir), ec);
+  while (!ec && !fs::exists(p, ec) && p.has_parent_path() && p.parent_path() != p) p = p.parent_path();
+  if (!ec && fs::is_directory(p, ec) && ::access(p.c_str(), W_OK | X_OK) != 0)
+    bgtq::fail(bgtq::errc::io_error, option + " '" + dir + "': cannot create it: '" + p.string() + "' is not writable");
 }
 
 void progress(const std::string& line) {

@@ -119,6 +119,15 @@ struct named_path {
 //! in the way, no permission).
 void check_outputs(const std::vector<named_path>& outputs, const std::vector<named_path>& inputs);
 
+//! check_outputs for the files `names` (e.g. q.npy, k.npy, v.npy) that a command writes
+//! into the directory `dir` of option `option`, before its work: if `dir` exists, two of
+//! them naming one file (a symlink) or an input is a usage_error, and each must be
+//! writable (bgtq::check_output_path: a directory in the way, a link into a missing
+//! directory); if it does not exist yet, bgtq::check_output_dir and its nearest existing
+//! ancestor must accept a new directory (io_error otherwise).
+void check_output_dir_files(const std::string& dir, const std::string& option, const std::vector<std::string>& names,
+                            const std::vector<named_path>& inputs);
+
 //! Progress line on stderr ("[eval] layer 3/32 ...") unless --quiet was given.
 void progress(const std::string& line);
 void set_quiet(bool q);

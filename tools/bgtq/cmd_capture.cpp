@@ -40,9 +40,12 @@ int run(bgtq::cli::args& a) {
   (void)model_path, (void)tok_path, (void)text_path, (void)want, (void)out_dir, (void)json;
   bgtq::fail(bgtq::errc::unsupported, "this build has no .npy writer (bgtq/io/npy.hpp)");
 #else
-  // before the work: a file in the way of the output directory fails now, not after the
-  // forward pass (the directory itself is created only when the arrays are written)
-  bgtq::check_output_dir(out_dir, "-o");
+  // before the work: a file in the way of the output directory, q.npy, k.npy, v.npy naming
+  // one file (symlinks) or an input, a directory in the way of one of them, a link into a
+  // missing directory fail now, not after the forward pass (the directory itself is
+  // created only when the arrays are written)
+  bgtq::cli::check_output_dir_files(out_dir, "-o", {"q.npy", "k.npy", "v.npy"},
+                                    {{"--model", model_path}, {"--tokenizer", tok_path}, {"--text", text_path}});
   const auto t0 = std::chrono::steady_clock::now();
   const lc::model m = lc::model::load(model_path);
   const lc::config& c = m.cfg();
@@ -55,8 +58,8 @@ int run(bgtq::cli::args& a) {
   const std::vector<int> tokens = lc::encode_documents(tok, docs, limit);
   if (tokens.empty()) bgtq::fail(bgtq::errc::invalid_argument, "'" + text_path + "' holds no text");
   if (want > 0 && tokens.size() < static_cast<std::size_t>(want))
-    bgtq::cli::progress("[capture] the text gives only " + std::to_string(tokens.size()) + " tokens (asked for " +
-                        std::to_string(want) + ")");
+    bgtq::cli::warn("capture", "the text gives only " + std::to_string(tokens.size()) + " tokens (asked for --tokens " +
+                                   std::to_string(want) + "): the arrays hold " + std::to_string(tokens.size()));
   long n_docs = 0;
   for (const int t : tokens) n_docs += t == lc::bos_token;
   const int T = static_cast<int>(tokens.size());
@@ -64,7 +67,7 @@ int run(bgtq::cli::args& a) {
                       std::to_string(c.n_layers) + " layers, " + std::to_string(c.n_heads) + " query / " +
                       std::to_string(c.n_kv_heads) + " KV heads, head_dim " + std::to_string(c.head_dim()));
 
-  lc::fp32_kv_backend kv(c);
+  lc::fp32_kv_backend kv(c, T);
   lc::engine eng(m, kv);
   const int every = std::max(1, T / 8);
   const lc::activations act = lc::capture_activations(eng, tokens, [&](int done, int total) {

@@ -24,7 +24,9 @@ constexpr const char* usage =
     "       [--qk-coupling RHO] -o DIR [--json] [--quiet]\n"
     "  Writes DIR/q.npy [L,T,Hq,D], DIR/k.npy and DIR/v.npy [L,T,Hkv,D] (float32, post-RoPE Q/K, V without\n"
     "  RoPE) from the generative model of docs/synth.md; same options and seed give identical files.\n"
-    "  Output is limited to 4 GiB. --json prints the shapes and the drawn per-head spreads to stdout.";
+    "  Output is limited to 4 GiB. --rope-base B in (1, 1e12] (default 10000). Each KV head gets N outlier blocks,\n"
+    "  N drawn from --outliers-min..--outliers-max (1..4), capped at D/8 (a quarter of the D/2 blocks: none\n"
+    "  at D < 8; given values above the cap warn). --json prints the shapes and the drawn per-head spreads to stdout.";
 
 int run(bgtq::cli::args& a) {
   bgtq::synth_config c;
@@ -36,10 +38,14 @@ int run(bgtq::cli::args& a) {
   const int dim = static_cast<int>(a.require_int("dim", 2, 1024));
   const std::string rope_name = a.require("rope");
   int rotary = static_cast<int>(a.get_int("rotary-dim", -1, -1, 1 << 16));  // default: all of D
-  const double base = a.get_double("rope-base", 10000.0, 1.0, 1e12);
+  // RoPE needs base > 1 (frequencies falling with the block): the range is open at 1
+  const double base = a.get_double("rope-base", 10000.0, -1e300, 1e12);
+  if (base <= 1.0)
+    throw bgtq::cli::usage_error("--rope-base " + a.get_or("rope-base", "") + " is out of range (1, 1e+12]: RoPE needs a base > 1");
   const std::string seed_text = a.get_or("seed", "1");
   c.spread_min = a.get_double("spread-min", c.spread_min, 1.0, 1e12);
   c.spread_max = a.get_double("spread-max", c.spread_max, 1.0, 1e12);
+  const bool outliers_given = a.get("outliers-min").has_value() || a.get("outliers-max").has_value();
   c.outliers_min = static_cast<int>(a.get_int("outliers-min", c.outliers_min, 0, 100000));
   c.outliers_max = static_cast<int>(a.get_int("outliers-max", c.outliers_max, 0, 100000));
   c.qk_coupling = a.get_double("qk-coupling", c.qk_coupling, 0.0, 1.0);
@@ -63,11 +69,22 @@ int run(bgtq::cli::args& a) {
   }
 
   namespace fs = std::filesystem;
+  // before the work: q.npy, k.npy and v.npy naming one file (symlinks), a directory in the
+  // way of one of them, a link into a missing directory, an unwritable parent
+  bgtq::cli::check_output_dir_files(dir, "-o", {"q.npy", "k.npy", "v.npy"}, {});
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (ec || !fs::is_directory(dir))
     bgtq::fail(bgtq::errc::io_error, "cannot create output directory '" + dir + "'" + (ec ? ": " + ec.message() : ""));
 
+  // outlier blocks are capped at a quarter of the D/2 blocks (synth.hpp): say so where the
+  // options ask for more (the defaults, 1..4, are capped silently at D < 32)
+  const int outlier_cap = c.rope.num_blocks() / 4;
+  if (outliers_given && c.outliers_max > outlier_cap)
+    bgtq::cli::warn("synth", "--outliers-min/--outliers-max " + std::to_string(c.outliers_min) + ".." +
+                                 std::to_string(c.outliers_max) + ": at most " + std::to_string(outlier_cap) +
+                                 " outlier block(s) per KV head at --dim " + std::to_string(dim) +
+                                 " (D/8, a quarter of the blocks); larger draws are capped");
   bgtq::cli::progress("[synth] generating " + std::to_string(c.layers) + " layers x " + std::to_string(c.tokens) +
                       " tokens, " + std::to_string(c.q_heads) + "/" + std::to_string(c.kv_heads) + " heads, D=" +
                       std::to_string(dim) + " (" + bgtq::to_string(c.rope.pairing) + "), seed " + std::to_string(c.seed));
