@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iostream>
+#include <memory>
 
 #include "cli.hpp"
 #include "kv_spec.hpp"
@@ -64,40 +65,80 @@ int run(cli::args& a) {
   }
   BGTQ_REQUIRE(!eval.empty(), errc::invalid_argument, text + ": no document left to evaluate after calibration");
 
-  // reference distributions from the exact cache
-  std::vector<std::vector<std::vector<float>>> ref(eval.size());
-  {
-    lc::fp32_kv_backend kv(m.cfg());
-    lc::engine e(m, kv);
-    for (std::size_t d = 0; d < eval.size(); ++d) (void)lc::mean_nll(e, eval[d], &ref[d]);
+  long predictions = 0;
+  std::size_t longest = 0;
+  for (const auto& t : eval) {
+    predictions += static_cast<long>(t.size()) - 1;
+    longest = std::max(longest, t.size());
   }
-  struct row {
+  // Every cache runs in step with the exact float32 reference, token by token: the KL
+  // needs the reference's log-probabilities at each position, and only that one row is
+  // held (not predictions x vocab floats). Each cache's sums are added in the same order
+  // as scoring one cache after another would: documents in order, positions in order.
+  struct runner {
+    cli::kv_spec spec;
+    double bytes = 0;
+    std::unique_ptr<lc::kv_backend> kv;
+    std::unique_ptr<lc::engine> e;
+    double nll = 0, kl = 0, doc_total = 0;
+  };
+  const int positions = static_cast<int>(longest);
+  std::vector<runner> runs(specs.size());
+  for (std::size_t i = 0; i < specs.size(); ++i) {
+    runs[i].spec = specs[i];
+    runs[i].kv = cli::make_kv_backend(specs[i], m, calib, &runs[i].bytes, positions);
+    runs[i].e = std::make_unique<lc::engine>(m, *runs[i].kv);
+  }
+  lc::fp32_kv_backend ref_kv(m.cfg(), positions);
+  lc::engine ref(m, ref_kv);
+  const int V = m.cfg().vocab_size;
+  std::vector<float> ref_row(static_cast<std::size_t>(V)), row(static_cast<std::size_t>(V));
+  // log_softmax in double, rounded to float, as mean_nll computes it; returns the
+  // log-sum-exp, from which the token's negative log-likelihood follows
+  const auto log_softmax = [V](const float* lg, std::vector<float>& out) {
+    double mx = lg[0];
+    for (int i = 1; i < V; ++i) mx = std::max(mx, static_cast<double>(lg[i]));
+    double sum = 0.0;
+    for (int i = 0; i < V; ++i) sum += std::exp(static_cast<double>(lg[i]) - mx);
+    const double lse = mx + std::log(sum);
+    for (int i = 0; i < V; ++i) out[static_cast<std::size_t>(i)] = static_cast<float>(static_cast<double>(lg[i]) - lse);
+    return lse;
+  };
+  for (std::size_t d = 0; d < eval.size(); ++d) {
+    const std::vector<int>& toks = eval[d];
+    ref.reset();
+    for (auto& r : runs) {
+      r.e->reset();
+      r.doc_total = 0;
+    }
+    for (std::size_t t = 0; t + 1 < toks.size(); ++t) {
+      (void)log_softmax(ref.forward(toks[t], static_cast<int>(t)), ref_row);
+      for (auto& r : runs) {
+        const float* lg = r.e->forward(toks[t], static_cast<int>(t));
+        const double lse = log_softmax(lg, row);
+        r.doc_total += lse - static_cast<double>(lg[toks[t + 1]]);
+        double s = 0;
+        for (std::size_t v = 0; v < row.size(); ++v) {
+          const double pr = std::exp(static_cast<double>(ref_row[v]));
+          s += pr * (static_cast<double>(ref_row[v]) - row[v]);
+        }
+        r.kl += std::max(s, 0.0);
+      }
+    }
+    const double n = static_cast<double>(toks.size() - 1);
+    for (auto& r : runs) r.nll += r.doc_total / n * n;  // the document's mean times its predictions
+    cli::progress("[ppl] document " + std::to_string(d + 1) + "/" + std::to_string(eval.size()) + " (" +
+                  std::to_string(toks.size()) + " tokens) through the reference and " + std::to_string(runs.size()) +
+                  " cache(s)");
+  }
+  struct row_t {
     std::string kv;
     double ppl, kl, bytes;
   };
-  std::vector<row> rows;
-  long predictions = 0;
-  for (const auto& t : eval) predictions += static_cast<long>(t.size()) - 1;
-  for (const auto& spec : specs) {
-    double bytes = 0;
-    const auto kv = cli::make_kv_backend(spec, m, calib, &bytes);
-    lc::engine e(m, *kv);
-    double nll = 0, kl = 0;
-    std::vector<std::vector<float>> lp;
-    for (std::size_t d = 0; d < eval.size(); ++d) {
-      const double mean = lc::mean_nll(e, eval[d], &lp);
-      nll += mean * static_cast<double>(eval[d].size() - 1);
-      for (std::size_t t = 0; t < lp.size(); ++t) {
-        double s = 0;
-        for (std::size_t v = 0; v < lp[t].size(); ++v) {
-          const double pr = std::exp(static_cast<double>(ref[d][t][v]));
-          s += pr * (static_cast<double>(ref[d][t][v]) - lp[t][v]);
-        }
-        kl += std::max(s, 0.0);
-      }
-    }
-    rows.push_back({spec.name, std::exp(nll / static_cast<double>(predictions)), kl / static_cast<double>(predictions), bytes});
-    cli::progress("[ppl] " + spec.name + ": ppl " + std::to_string(rows.back().ppl) + ", KL " + std::to_string(rows.back().kl));
+  std::vector<row_t> rows;
+  for (const auto& r : runs) {
+    rows.push_back({r.spec.name, std::exp(r.nll / static_cast<double>(predictions)), r.kl / static_cast<double>(predictions), r.bytes});
+    cli::progress("[ppl] " + r.spec.name + ": ppl " + std::to_string(rows.back().ppl) + ", KL " + std::to_string(rows.back().kl));
   }
   if (json) {
     json_writer w(std::cout);
@@ -128,7 +169,9 @@ cli::registrar reg{{"ppl", "perplexity and next-token KL of a llama2.c model thr
                     "  One document per line, each scored from BOS (truncated to the context). Block-GTQ plans are\n"
                     "  calibrated on --calib-text, or on the first N documents, which are then not scored, whatever\n"
                     "  --kv lists (so that runs with different lists score the same documents); the calibration text\n"
-                    "  runs as one sequence from BOS, cut at the model's context (seq_len tokens).",
+                    "  runs as one sequence from BOS, cut at the model's context (seq_len tokens). --docs N scores\n"
+                    "  at most N documents after the held-out ones (0, the default: all). Every cache runs in step\n"
+                    "  with the float32 reference, one document at a time (a progress line per document).",
                     &run, {"json"}}};
 
 }  // namespace
