@@ -631,14 +631,8 @@ TEST_CASE("the emulated cp.async: destinations poisoned until their group is wai
 }
 #endif
 
-#if defined(BGTQ_EMU_FIBERS)
+#if defined(BGTQ_CUDA_EMULATION)
 namespace {
-// thread 0 leaves before the barrier that the other 63 wait at
-void deadlock_kernel(int* out) {
-  if (threadIdx.x == 0) return;
-  __syncthreads();
-  out[threadIdx.x] = 1;
-}
 // every thread's own threadIdx, __syncthreads_or count and cp.async queue survive the
 // switches: each thread passes 40 barriers (CTA, warp, shuffles, OR-barriers) and then
 // writes what it holds
@@ -664,15 +658,7 @@ void fiber_state_kernel(unsigned* out) {
 }
 }  // namespace
 
-TEST_CASE("the emulator's fibers: a barrier some threads skip aborts the launch as a deadlock", "[.deadlock]") {
-  // run by ctest's test_cuda_emu:deadlock entry, which expects the abort's message
-  std::vector<int> out(64, 0);
-  bgtq_emu::launch(deadlock_kernel, dim3(1), dim3(64), 0, out.data());
-  FAIL("the launch returned");
-}
-
-TEST_CASE("the emulator's fibers keep each thread's index, OR-barrier count and copy queue across switches", "[gpu]") {
-  REQUIRE(bgtq_emu::use_fibers());
+TEST_CASE("the emulator keeps each thread's index, OR-barrier count and copy queue across barriers (fibers: switches)", "[gpu]") {
   std::vector<unsigned> out(128 * 4, 99);
   bgtq_emu::launch(fiber_state_kernel, dim3(3), dim3(128), 0, out.data());
   for (unsigned t = 0; t < 128; ++t) {
@@ -682,5 +668,24 @@ TEST_CASE("the emulator's fibers keep each thread's index, OR-barrier count and 
     REQUIRE(out[t * 4 + 2] == 10);  // threads 0..9 each made one call true
     REQUIRE(out[t * 4 + 3] == 1);
   }
+}
+
+#endif
+
+#if defined(BGTQ_EMU_FIBERS)
+namespace {
+// thread 0 leaves before the barrier that the other 63 wait at
+void deadlock_kernel(int* out) {
+  if (threadIdx.x == 0) return;
+  __syncthreads();
+  out[threadIdx.x] = 1;
+}
+}  // namespace
+
+TEST_CASE("fibers: a barrier some threads skip aborts the launch as a deadlock", "[.deadlock]") {
+  // run by ctest's test_cuda_emu:deadlock entry, which expects the abort's message
+  std::vector<int> out(64, 0);
+  bgtq_emu::launch(deadlock_kernel, dim3(1), dim3(64), 0, out.data());
+  FAIL("the launch returned");
 }
 #endif
