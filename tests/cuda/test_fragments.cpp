@@ -639,7 +639,7 @@ namespace {
 void fiber_state_kernel(unsigned* out) {
   const unsigned t = threadIdx.x;
   unsigned acc = 0, ors = 0;
-  float staged = 0.0f;
+  float staged = 0.0f, later = 0.0f;
   static const float src[128] = {};
   for (int i = 0; i < 10; ++i) {
     __syncthreads();
@@ -647,14 +647,24 @@ void fiber_state_kernel(unsigned* out) {
     __syncwarp();
     ors += static_cast<unsigned>(__syncthreads_or(t == static_cast<unsigned>(i)));
   }
+  // two groups of this thread's own: waiting for all but the newest lands the first and
+  // leaves the second poisoned (a queue shared by the threads would have counted every
+  // thread's commits: the wait would land both)
   bgtq_emu::cp_async(&staged, &src[t], sizeof(float));
   bgtq_emu::cp_commit();
   __syncthreads();
+  bgtq_emu::cp_async(&later, &src[t], sizeof(float));
+  bgtq_emu::cp_commit();
+  __syncthreads();
+  bgtq_emu::cp_wait(1);
+  std::uint32_t later_bits = 0;
+  std::memcpy(&later_bits, &later, sizeof later_bits);
+  const bool first_landed = staged == 0.0f, second_pending = later_bits == 0xFFFFFFFFu;
   bgtq_emu::cp_wait(0);
   out[t * 4] = threadIdx.x;
   out[t * 4 + 1] = acc;
   out[t * 4 + 2] = ors;
-  out[t * 4 + 3] = staged == 0.0f ? 1u : 0u;
+  out[t * 4 + 3] = first_landed && second_pending && later == 0.0f ? 1u : 0u;
 }
 }  // namespace
 
@@ -674,7 +684,8 @@ TEST_CASE("the emulator keeps each thread's index, OR-barrier count and copy que
 
 #if defined(BGTQ_EMU_FIBERS)
 namespace {
-// thread 0 leaves before the barrier that the other 63 wait at
+// thread 0 returns before the __syncthreads that the other 63 call: its end-of-CTA
+// arrival meets theirs there, and at the end of the CTA they wait for it in vain
 void deadlock_kernel(int* out) {
   if (threadIdx.x == 0) return;
   __syncthreads();

@@ -26,9 +26,9 @@ void require_device() {
 // emulator runs a CTA's threads as fibers (the default without sanitizers: about 50 s for
 // every cuda_emu case on 2 cores). Where they are OS threads (ThreadSanitizer,
 // AddressSanitizer, BGTQ_EMU_THREADS=os), each barrier wakes every thread through the OS
-// scheduler, and the run keeps one configuration in three, caps kv_len at 1000 and
-// batch 17 at 7 (every code path and awkward length stays covered); BGTQ_EMU_FULL=1
-// runs the device sizes there too.
+// scheduler, and the run keeps one configuration in three (keep: every value of every
+// loop still occurs), caps kv_len at 1000 (500 under ThreadSanitizer) and batch 17 at 7;
+// BGTQ_EMU_FULL=1 runs the device sizes there too.
 // Tag [tsan]: the cases .ci/run's ThreadSanitizer stage runs on the emulator (make
 // test-tsan TSAN_EMU_SPEC="[tsan]"): every kernel (encode, rotation, both split kernels,
 // merge, energy), the window, the NaN query's early return; about 2 of the 15 CPU-minutes
@@ -42,14 +42,21 @@ bool full_size() {
 #else
 bool full_size() { return true; }
 #endif
-// The reduced run's one configuration in three: index k is kept when k % 3 == (k / 3) % 3
-// (0, 4, 8, 9, 13, 17, ...), a diagonal, not every third index, which with an innermost
-// loop of three values kept its first value only (the reduced "pages of 128 and 192
-// tokens" case never forced a split). Index 0 is always kept.
-bool keep(int& i) {
-  const int k = i++;
-  return full_size() || k % 3 == (k / 3) % 3;
+// The reduced run's one configuration in three: configuration i of nested loops with
+// `dims` values each (outermost first) is kept when the sum of its loop indices is a
+// multiple of 3. Every value of every loop then occurs (the other loops' index sums take
+// all residues: checked for the loops below), where every third i kept only the first
+// value of an innermost loop of three (the reduced "pages of 128 and 192 tokens" case
+// never forced a split) and a diagonal of i dropped GQA 4 and 16 from a 2 x 4 x 2 loop.
+bool reduced_keep(int k, std::initializer_list<int> dims) {
+  int sum = 0;
+  for (auto d = std::rbegin(dims); d != std::rend(dims); ++d) {
+    sum += k % *d;
+    k /= *d;
+  }
+  return sum % 3 == 0;
 }
+bool keep(int& i, std::initializer_list<int> dims) { return full_size() || reduced_keep(i++, dims); }
 // Sequence lengths of the reduced run: at most 1000 tokens, 500 under ThreadSanitizer
 // (races need every code path once, not long sequences; the stage runs in .ci/run).
 #if defined(BGTQ_EMU_TSAN)
@@ -74,7 +81,7 @@ void check_mixed_batches(std::initializer_list<int> Gs, bc::decode_path path, in
   for (int D : {64, 128})
     for (int G : Gs)
       for (int batch : {1, 17}) {
-        if (!keep(combo)) continue;
+        if (!keep(combo, {2, static_cast<int>(Gs.size()), 2})) continue;
         const std::vector<int> lengths = batch == 1 ? std::vector<int>{cap(5000)} : lengths_for(full_size() ? 17 : 7);
         const shape s = decode_shape(D, 2, 2 * G, batch == 17 ? 4 : 0, batch == 17 ? 32 : 0, lengths);
         const check_report r = gpu_check_decode(s, mixed_method(), lengths, {.seed = seed + D + G + batch, .path = path});
@@ -85,13 +92,36 @@ void check_mixed_batches(std::initializer_list<int> Gs, bc::decode_path path, in
 
 }  // namespace
 
+TEST_CASE("the reduced run keeps every value of every loop of the cases that use it, and about a third of them", "[gpu]") {
+  const std::vector<std::vector<int>> loops{{2, 3, 2}, {2, 4, 2}, {2, 5, 2}, {3, 2, 3}, {8, 4, 2}};
+  for (const auto& dims : loops) {
+    int n = 1;
+    for (int d : dims) n *= d;
+    std::vector<std::vector<bool>> seen(dims.size());
+    for (std::size_t j = 0; j < dims.size(); ++j) seen[j].assign(static_cast<std::size_t>(dims[j]), false);
+    int kept = 0;
+    for (int k = 0; k < n; ++k) {
+      if (!reduced_keep(k, {dims[0], dims[1], dims[2]})) continue;
+      ++kept;
+      for (int j = static_cast<int>(dims.size()) - 1, r = k; j >= 0; --j) {
+        seen[static_cast<std::size_t>(j)][static_cast<std::size_t>(r % dims[static_cast<std::size_t>(j)])] = true;
+        r /= dims[static_cast<std::size_t>(j)];
+      }
+    }
+    INFO(dims[0] << " x " << dims[1] << " x " << dims[2] << ": kept " << kept << " of " << n);
+    for (const auto& v : seen) REQUIRE(std::all_of(v.begin(), v.end(), [](bool b) { return b; }));
+    REQUIRE(3 * kept >= n - 2);
+    REQUIRE(3 * kept <= n + 4);
+  }
+}
+
 TEST_CASE("encode_append writes the CPU encoder's pages (Block-GTQ, widths 1..8)", "[gpu][encode]") {
   require_device();
   int combo = 0;
   for (int D : {64, 128})
     for (bc::dtype t : {bc::dtype::f16, bc::dtype::bf16, bc::dtype::f32})
       for (bool interleave : {false, true}) {
-        if (!keep(combo)) continue;
+        if (!keep(combo, {2, 3, 2})) continue;
         const shape s = encode_shape(D, 3, 6, 40);
         const check_report r = gpu_check_encode(s, mixed_method(), {97, 54, 200, 1}, t, interleave, interleave ? 1 : 3, 100 + D);
         INFO(r.what);
@@ -181,7 +211,7 @@ TEST_CASE("decode_attention matches CPU decode_attention (uniform TQ 2/3 bits, a
   for (int bits : {2, 3})
     for (int L : {1, 54, 97, 1000, 5000})
       for (bool window : {false, true}) {
-        if (!keep(combo) || cap(L) != L) continue;
+        if (!keep(combo, {2, 5, 2}) || cap(L) != L) continue;
         const shape s = decode_shape(bits == 2 ? 64 : 128, 4, 16, window ? 2 : 0, window ? 16 : 0, {L}, 1);
         const check_report r = gpu_check_decode(s, tq_method(bits), {L}, {.seed = 600 + L + bits});
         INFO(r.what);
@@ -649,7 +679,7 @@ TEST_CASE("tensor-core decode: uniform TQ keys and values at every width 1..8, a
   for (int bits = 1; bits <= 8; ++bits)
     for (int L : {1, 54, 97, 1000})
       for (bool window : {false, true}) {
-        if (!keep(combo)) continue;
+        if (!keep(combo, {8, 4, 2})) continue;
         const shape s = decode_shape(bits % 2 ? 128 : 64, 3, 12, window ? 2 : 0, window ? 16 : 0, {L}, 1);
         const check_report r =
             gpu_check_decode(s, wide_method(bits), {L}, {.seed = 920 + L + bits, .path = bc::decode_path::tensor_cores});
@@ -670,7 +700,7 @@ TEST_CASE("tensor-core decode: pages of 128 and 192 tokens, forced splits, fp16/
   for (int P : {64, 128, 192})
     for (bc::dtype t : {bc::dtype::f16, bc::dtype::bf16})
       for (int splits : {1, 3, 64}) {
-        if (!keep(combo)) continue;
+        if (!keep(combo, {3, 2, 3})) continue;
         const shape s = decode_shape(128, 2, 8, 1, 8, lengths, 1, P);
         const check_report r =
             gpu_check_decode(s, P == 128 ? greedy : mixed_method(), lengths,

@@ -372,7 +372,9 @@ inline void cp_drain() {
 }
 
 #if defined(BGTQ_EMU_FIBERS)
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// (Not with CET shadow stacks, -fcf-protection=return: a `ret` onto another fiber's
+// stack would not match the shadow stack; glibc's swapcontext switches both.)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !(defined(__CET__) && (__CET__ & 2))
 #define BGTQ_EMU_FIBER_ASM 1
 //! Saves the callee-saved registers, MXCSR and the x87 control word on the current stack,
 //! stores its pointer in *from and continues on the stack `to` (saved the same way, or
