@@ -229,6 +229,17 @@ std::vector<int> generate_greedy(engine& e, const std::vector<int>& prompt, int 
   return out;
 }
 
+double log_softmax(const float* lg, int n, float* out) {
+  double mx = lg[0];
+  for (int i = 1; i < n; ++i) mx = std::max(mx, static_cast<double>(lg[i]));
+  double sum = 0.0;
+  for (int i = 0; i < n; ++i) sum += std::exp(static_cast<double>(lg[i]) - mx);
+  const double lse = mx + std::log(sum);
+  if (out)
+    for (int i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<double>(lg[i]) - lse);
+  return lse;
+}
+
 double mean_nll(engine& e, const std::vector<int>& tokens, std::vector<std::vector<float>>* logprobs_out) {
   const std::size_t T = tokens.size();
   if (T < 2) fail(errc::invalid_argument, "mean_nll: needs at least 2 tokens, got " + std::to_string(T));
@@ -246,16 +257,12 @@ double mean_nll(engine& e, const std::vector<int>& tokens, std::vector<std::vect
   double total = 0.0;
   for (std::size_t t = 0; t + 1 < T; ++t) {
     const float* lg = e.forward(tokens[t], static_cast<int>(t));
-    double mx = lg[0];
-    for (int i = 1; i < V; ++i) mx = std::max(mx, static_cast<double>(lg[i]));
-    double sum = 0.0;
-    for (int i = 0; i < V; ++i) sum += std::exp(static_cast<double>(lg[i]) - mx);
-    const double lse = mx + std::log(sum);
-    total += lse - static_cast<double>(lg[tokens[t + 1]]);
     if (logprobs_out) {
       std::vector<float> row(static_cast<std::size_t>(V));
-      for (int i = 0; i < V; ++i) row[static_cast<std::size_t>(i)] = static_cast<float>(static_cast<double>(lg[i]) - lse);
+      total += log_softmax(lg, V, row.data()) - static_cast<double>(lg[tokens[t + 1]]);
       logprobs_out->push_back(std::move(row));
+    } else {
+      total += log_softmax(lg, V) - static_cast<double>(lg[tokens[t + 1]]);
     }
   }
   return total / static_cast<double>(T - 1);

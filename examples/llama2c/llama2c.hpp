@@ -256,6 +256,10 @@ class engine {
 //! @throws bgtq::error(invalid_argument) if prompt is empty, longer than seq_len, or steps < 0.
 std::vector<int> generate_greedy(engine& e, const std::vector<int>& prompt, int steps);
 
+//! The log-sum-exp of n logits, in double (max subtracted first). With `out`, also the
+//! log-softmax row out[i] = logits[i] - lse, rounded to float (mean_nll's rows).
+double log_softmax(const float* logits, int n, float* out = nullptr);
+
 //! Teacher-forced mean negative log-likelihood in nats/token: resets the engine, feeds
 //! tokens[0..T-2] and averages -log p(tokens[t] | tokens[<t]) over t = 1..T-1 (computed
 //! in double). If `logprobs_out` is given it receives T-1 rows of vocab_size floats:

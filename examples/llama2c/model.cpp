@@ -63,6 +63,24 @@ std::size_t config::checkpoint_floats() const {
   return n;
 }
 
+namespace {
+// The config of the 7-int header (dim, hidden_dim, n_layers, n_heads, n_kv_heads,
+// vocab_size whose sign says whether the classifier is shared, seq_len), unvalidated;
+// a vocab_size of INT_MIN, which has no magnitude, gives 0.
+config config_from_header(const std::int32_t (&h)[7]) {
+  config c;
+  c.dim = h[0];
+  c.hidden_dim = h[1];
+  c.n_layers = h[2];
+  c.n_heads = h[3];
+  c.n_kv_heads = h[4];
+  c.shared_classifier = h[5] > 0;
+  c.vocab_size = h[5] > 0 ? h[5] : h[5] == std::numeric_limits<std::int32_t>::min() ? 0 : -h[5];
+  c.seq_len = h[6];
+  return c;
+}
+}  // namespace
+
 model model::from_bytes(const void* data, std::size_t size, const std::string& name) {
   if (data == nullptr && size != 0) fail(errc::invalid_argument, name + ": null data pointer with size " + std::to_string(size));
   const auto* bytes = static_cast<const unsigned char*>(data);
@@ -72,17 +90,9 @@ model model::from_bytes(const void* data, std::size_t size, const std::string& n
                                  std::to_string(header_bytes) + " bytes)");
   std::int32_t h[7];
   std::memcpy(h, bytes, header_bytes);
-  config c;
-  c.dim = h[0];
-  c.hidden_dim = h[1];
-  c.n_layers = h[2];
-  c.n_heads = h[3];
-  c.n_kv_heads = h[4];
   if (h[5] == 0 || h[5] == std::numeric_limits<std::int32_t>::min())
     fail(errc::format_error, name + ": vocab_size = " + std::to_string(h[5]) + " is invalid");
-  c.shared_classifier = h[5] > 0;
-  c.vocab_size = h[5] > 0 ? h[5] : -h[5];
-  c.seq_len = h[6];
+  config c = config_from_header(h);
   c.validate(name);
 
   const std::size_t expected = c.checkpoint_bytes();
@@ -168,15 +178,7 @@ model model::load(const std::string& path) {
   if (r.fill_to(header_bytes)) {
     std::int32_t h[7];
     std::memcpy(h, r.bytes().data(), header_bytes);
-    config c;
-    c.dim = h[0];
-    c.hidden_dim = h[1];
-    c.n_layers = h[2];
-    c.n_heads = h[3];
-    c.n_kv_heads = h[4];
-    c.vocab_size = h[5] > 0 ? h[5] : h[5] == std::numeric_limits<std::int32_t>::min() ? 0 : -h[5];
-    c.shared_classifier = h[5] > 0;
-    c.seq_len = h[6];
+    const config c = config_from_header(h);
     try {
       c.validate(path);
       want = c.checkpoint_bytes();

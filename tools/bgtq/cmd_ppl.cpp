@@ -93,17 +93,6 @@ int run(cli::args& a) {
   lc::engine ref(m, ref_kv);
   const int V = m.cfg().vocab_size;
   std::vector<float> ref_row(static_cast<std::size_t>(V)), row(static_cast<std::size_t>(V));
-  // log_softmax in double, rounded to float, as mean_nll computes it; returns the
-  // log-sum-exp, from which the token's negative log-likelihood follows
-  const auto log_softmax = [V](const float* lg, std::vector<float>& out) {
-    double mx = lg[0];
-    for (int i = 1; i < V; ++i) mx = std::max(mx, static_cast<double>(lg[i]));
-    double sum = 0.0;
-    for (int i = 0; i < V; ++i) sum += std::exp(static_cast<double>(lg[i]) - mx);
-    const double lse = mx + std::log(sum);
-    for (int i = 0; i < V; ++i) out[static_cast<std::size_t>(i)] = static_cast<float>(static_cast<double>(lg[i]) - lse);
-    return lse;
-  };
   for (std::size_t d = 0; d < eval.size(); ++d) {
     const std::vector<int>& toks = eval[d];
     ref.reset();
@@ -112,10 +101,10 @@ int run(cli::args& a) {
       r.doc_total = 0;
     }
     for (std::size_t t = 0; t + 1 < toks.size(); ++t) {
-      (void)log_softmax(ref.forward(toks[t], static_cast<int>(t)), ref_row);
+      (void)lc::log_softmax(ref.forward(toks[t], static_cast<int>(t)), V, ref_row.data());
       for (auto& r : runs) {
         const float* lg = r.e->forward(toks[t], static_cast<int>(t));
-        const double lse = log_softmax(lg, row);
+        const double lse = lc::log_softmax(lg, V, row.data());
         r.doc_total += lse - static_cast<double>(lg[toks[t + 1]]);
         double s = 0;
         for (std::size_t v = 0; v < row.size(); ++v) {

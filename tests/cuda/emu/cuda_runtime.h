@@ -405,7 +405,8 @@ __attribute__((naked, noinline)) inline void fiber_switch(void** /*from*/, void*
 }
 #endif
 //! One CTA thread run as a fiber: its context and, while it is switched out, its values
-//! of the per-thread variables (swapped with the OS thread's on every switch).
+//! of the per-thread variables (swapped with the OS thread's on every switch; they start
+//! as a new OS thread's do, and the thread body sets them).
 struct fiber {
 #if defined(BGTQ_EMU_FIBER_ASM)
   void* sp = nullptr;
@@ -515,12 +516,6 @@ inline void run_fibers(unsigned nt, void (*body)(const void*, unsigned), const v
     f.ctx.uc_link = &r.scheduler;
     makecontext(&f.ctx, fiber_entry, 0);
 #endif
-    // what a new OS thread would start with
-    f.thread_idx = threadIdx;
-    f.block_idx = blockIdx;
-    f.block_dim = blockDim;
-    f.grid_dim = gridDim;
-    f.state = current;
   }
   fiber_run* const outer = fiber_sched;
   fiber_sched = &r;
