@@ -60,9 +60,10 @@ test-asan: deps
 
 # ThreadSanitizer build of the programs that run threads (docs/errors.md, "make
 # test-tsan"): the thread pool and its users (core, attention, eval, errors, the CLI's
-# eval, the examples) and the CUDA emulator (cuda_emu), whose CTAs run their threads as
-# OS threads between real barriers, so a kernel's missing __syncthreads or __syncwarp is
-# reported as a data race on shared memory: a racecheck of the kernels without a GPU.
+# eval, the examples) and the CUDA emulator (cuda_emu), whose CTA threads are
+# ThreadSanitizer fibers (or OS threads) that only the barriers order, so a kernel's
+# missing __syncthreads or __syncwarp is reported as a data race on shared memory: a
+# racecheck of the kernels without a GPU (race_probe:* checks that it reports).
 # RelWithDebInfo (-O2 -g): the emulated kernels run about 5x slower under TSan at -O0.
 # Each report goes to build-tsan/tsan-report.<pid> (TSAN_OPTIONS log_path), and any
 # report fails the target, also where a test expects a non-zero exit. TSAN_EMU_SPEC (a

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <cstring>
 #include <set>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -699,4 +700,102 @@ TEST_CASE("fibers: a barrier some threads skip aborts the launch as a deadlock",
   bgtq_emu::launch(deadlock_kernel, dim3(1), dim3(64), 0, out.data());
   FAIL("the launch returned");
 }
+#endif
+
+#if defined(BGTQ_EMU_TSAN)
+// Race probes: the ThreadSanitizer build must report a kernel that leaves out a barrier
+// (a data race naming the probe's kernel) and stay silent when the barrier is there.
+// Each "missing" and "ordered" variant runs in a process of its own
+// (tests/cuda/emu/race_probe.sh: ctest's race_probe:fibers and race_probe:os_threads),
+// so that they check the emulator's model of each ordering in both thread modes.
+namespace {
+// every thread writes its slot and reads its neighbour's: needs the CTA barrier
+void probe_block_kernel(bool ordered, int* out) {
+  __shared__ int s[64];
+  const unsigned t = threadIdx.x;
+  s[t] = static_cast<int>(t);
+  if (ordered) __syncthreads();
+  out[t] = s[(t + 1) % 64];
+}
+// The last thread to reach the first barrier writes; thread 0 reads. Over fibers the
+// last thread runs on past the first barrier and arrives at the second before thread 0
+// resumes: a barrier that released into one sync object for all its generations would
+// order thread 0's read after that write (emu_barrier: one per generation parity).
+void probe_next_phase_kernel(bool ordered, int* out) {
+  __shared__ int s[1];
+  const unsigned t = threadIdx.x;
+  if (t == 0) s[0] = 0;
+  __syncthreads();
+  if (t == blockDim.x - 1) s[0] = 1;
+  if (ordered) __syncthreads();
+  if (t == 0) out[0] = s[0];
+  __syncthreads();
+}
+// a shuffle makes the lanes meet but orders no memory: needs the __syncwarp
+void probe_warp_kernel(bool ordered, int* out) {
+  __shared__ int s[32];
+  const unsigned lane = threadIdx.x % 32;
+  s[lane] = static_cast<int>(lane);
+  const int v = __shfl_xor_sync(0xffffffffu, static_cast<int>(lane), 1);
+  if (ordered) __syncwarp();
+  out[lane] = s[lane ^ 1u] + v;
+}
+// an overlapped launch reads its predecessor's output: needs its grid_dependency_wait
+void probe_producer_kernel(int* buf) { buf[threadIdx.x] = static_cast<int>(threadIdx.x) + 1; }
+void probe_dependency_kernel(bool ordered, const int* buf, int* out) {
+  if (ordered) bgtq_emu::dependency_wait();
+  out[threadIdx.x] = buf[threadIdx.x];
+}
+// a lane reads its neighbour's cp.async destination: needs the neighbour's wait first
+void probe_cp_async_kernel(bool ordered, const int* src, int* out) {
+  __shared__ int s[32];
+  const unsigned lane = threadIdx.x % 32;
+  bgtq_emu::cp_async(&s[lane], &src[lane], sizeof(int));
+  bgtq_emu::cp_commit();
+  if (ordered) bgtq_emu::cp_wait(0);
+  __syncwarp();
+  out[lane] = s[lane ^ 1u];
+  bgtq_emu::cp_wait(0);
+}
+
+void run_race_probe(const char* probe, bool ordered) {
+  std::vector<int> src(64, 7), buf(64, 0), out(64, -1);
+  const std::string p = probe;
+  if (p == "block") {
+    bgtq_emu::launch(probe_block_kernel, dim3(1), dim3(64), 0, ordered, out.data());
+  } else if (p == "next_phase") {
+    bgtq_emu::launch(probe_next_phase_kernel, dim3(1), dim3(64), 0, ordered, out.data());
+  } else if (p == "warp") {
+    bgtq_emu::launch(probe_warp_kernel, dim3(1), dim3(32), 0, ordered, out.data());
+  } else if (p == "dependency") {
+    bgtq_emu::stream_launch(false, probe_producer_kernel, dim3(1), dim3(32), 0, buf.data());
+    bgtq_emu::stream_launch(true, probe_dependency_kernel, dim3(1), dim3(32), 0, ordered,
+                            static_cast<const int*>(buf.data()), out.data());
+    bgtq_emu::host_sync();
+  } else if (p == "cp_async") {
+    bgtq_emu::launch(probe_cp_async_kernel, dim3(1), dim3(32), 0, ordered, static_cast<const int*>(src.data()),
+                     out.data());
+  } else {
+    FAIL("no race probe " << p);
+  }
+  REQUIRE(cudaGetLastError() == cudaSuccess);
+  if (ordered) {  // with the barrier the results are defined
+    if (p == "block") REQUIRE(out[0] == 1);
+    if (p == "next_phase") REQUIRE(out[0] == 1);
+    if (p == "warp") REQUIRE(out[0] == 2);  // s[1] + lane 1's value
+    if (p == "dependency") REQUIRE(out[31] == 32);
+    if (p == "cp_async") REQUIRE(out[0] == 7);
+  }
+}
+}  // namespace
+
+#define BGTQ_RACE_PROBE(probe)                                                                            \
+  TEST_CASE("race probe: " probe " missing", "[.race]") { run_race_probe(probe, false); }              \
+  TEST_CASE("race probe: " probe " ordered", "[.race]") { run_race_probe(probe, true); }
+BGTQ_RACE_PROBE("block")
+BGTQ_RACE_PROBE("next_phase")
+BGTQ_RACE_PROBE("warp")
+BGTQ_RACE_PROBE("dependency")
+BGTQ_RACE_PROBE("cp_async")
+#undef BGTQ_RACE_PROBE
 #endif

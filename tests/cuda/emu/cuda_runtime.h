@@ -150,6 +150,10 @@ extern "C" void AnnotateIgnoreWritesBegin(const char*, int);
 extern "C" void AnnotateIgnoreWritesEnd(const char*, int);
 extern "C" void __tsan_acquire(void*);
 extern "C" void __tsan_release(void*);
+extern "C" void* __tsan_get_current_fiber();
+extern "C" void* __tsan_create_fiber(unsigned flags);
+extern "C" void __tsan_destroy_fiber(void* fiber);
+extern "C" void __tsan_switch_to_fiber(void* fiber, unsigned flags);
 #endif
 
 namespace bgtq_emu {
@@ -192,19 +196,24 @@ inline constexpr std::size_t emulated_memory = std::size_t{8} << 30;
 //! Largest dynamic shared memory a kernel may opt into (sm_90).
 inline constexpr std::size_t max_dynamic_smem = 227u * 1024u;
 
-// Fibers. Without a sanitizer the threads of a CTA run as fibers (ucontext) on the
+// Fibers. Unless AddressSanitizer is on, the threads of a CTA run as fibers on the
 // launching thread, not as OS threads: a barrier is then a switch in user space instead
 // of a futex wake per waiting thread (with 128 threads on 2 cores most of an emulated
 // test's time went to the kernel's scheduler). The semantics are the same: a thread
 // runs until it reaches a barrier or a warp collective, the others run meanwhile
 // (round-robin), and a barrier releases once all of its threads arrived. Under
-// ThreadSanitizer the threads stay OS threads (its race detection is the point of that
-// build), and under AddressSanitizer too (it is not told of the stack switches);
-// BGTQ_EMU_THREADS=os selects OS threads in any build (=fibers is the default where
-// available). A launch whose threads all wait at barriers no other thread will reach (a
-// __syncthreads some threads skip) is reported and aborted, where OS threads would hang
-// until ctest's timeout.
-#if !defined(BGTQ_EMU_TSAN) && !defined(BGTQ_EMU_ASAN) && defined(__linux__)
+// ThreadSanitizer each CTA thread is one of its fibers (__tsan_create_fiber, switched to
+// without synchronisation), with a clock of its own as an OS thread has: a barrier tells
+// it what it orders (each generation of an emu_barrier releases and acquires a sync
+// object of its own), and the emulator's bookkeeping between the threads (the
+// per-thread variables swapped at each switch, the scheduler's counters, the copy
+// queues) is hidden from it, so it reports what it reports with OS threads
+// (race_probe:* checks both). Under AddressSanitizer the threads stay OS threads (it is
+// not told of the stack switches); BGTQ_EMU_THREADS=os selects OS threads in any build
+// (=fibers is the default where available). A launch whose threads all wait at barriers
+// no other thread will reach (a __syncthreads some threads skip) is reported and
+// aborted, where OS threads would hang until ctest's timeout.
+#if !defined(BGTQ_EMU_ASAN) && defined(__linux__)
 #define BGTQ_EMU_FIBERS 1
 #endif
 struct fiber_run;
@@ -213,9 +222,29 @@ inline thread_local fiber_run* fiber_sched = nullptr;
 inline void fiber_arrive();  // counts progress for the deadlock check
 inline void fiber_yield();   // back to the scheduler; resumed on its next round
 
+//! ThreadSanitizer's release and acquire (nothing without it; ignored in a tsan_blind).
+inline void tsan_release([[maybe_unused]] void* p) {
+#if defined(BGTQ_EMU_TSAN)
+  __tsan_release(p);
+#endif
+}
+inline void tsan_acquire([[maybe_unused]] void* p) {
+#if defined(BGTQ_EMU_TSAN)
+  __tsan_acquire(p);
+#endif
+}
+
 //! __syncthreads / warp barrier: a std::barrier over OS threads, or a counter over fibers.
+//! Over fibers, ThreadSanitizer is shown the ordering through `sync`, one byte per
+//! generation parity: a thread releases its generation's byte on arrival and acquires
+//! it on leaving. One object for all generations would be too much: the last thread to
+//! arrive runs on into the next phase and may arrive at the next barrier (releasing)
+//! before the others resume, who would then be ordered after its next-phase accesses.
+//! Generation g + 2 cannot begin before every thread has left g. Allocated per launch:
+//! its memory, freed, takes ThreadSanitizer's sync state with it (none between launches).
 struct emu_barrier {
   std::unique_ptr<std::barrier<>> os;
+  std::unique_ptr<char[]> sync;
   unsigned expected = 0, arrived = 0;
   std::uint64_t generation = 0;
   void reset(unsigned n, bool fibers) {
@@ -224,20 +253,33 @@ struct emu_barrier {
     generation = 0;
     if (fibers) {
       os.reset();
+      sync = std::make_unique<char[]>(2);
     } else {
       os = std::make_unique<std::barrier<>>(static_cast<std::ptrdiff_t>(n));
+      sync.reset();
     }
   }
   void arrive_and_wait() {
     if (!os) {
-      fiber_arrive();
-      const std::uint64_t g = generation;
-      if (++arrived == expected) {
-        arrived = 0;
-        ++generation;
-      } else {
-        while (generation == g) fiber_yield();
+      char* gen_sync = nullptr;
+      std::uint64_t g = 0;
+      {
+        const tsan_blind blind(true);
+        g = generation;
+        gen_sync = &sync[g & 1];
       }
+      tsan_release(gen_sync);
+      {
+        const tsan_blind blind(true);  // the counters are the emulator's, not the kernel's
+        fiber_arrive();
+        if (++arrived == expected) {
+          arrived = 0;
+          ++generation;
+        } else {
+          while (generation == g) fiber_yield();
+        }
+      }
+      tsan_acquire(gen_sync);
       return;
     }
     os->arrive_and_wait();
@@ -346,18 +388,31 @@ inline thread_local async_queue copies;
 inline thread_local unsigned syncthreads_or_calls = 0;
 
 //! cp.async: the destination is undefined until the copy's group is waited for (0xFF here).
+//! (Its queue is the emulator's: hidden from ThreadSanitizer, which sees the poisoning
+//! and the copy at the wait as this thread's accesses.)
 inline void cp_async(void* dst, const void* src, std::size_t n) {
   std::memset(dst, 0xFF, n);
+  const tsan_blind blind(true);
   copies.q.push_back({dst, src, n, copies.committed});
 }
-inline void cp_commit() { ++copies.committed; }
+inline void cp_commit() {
+  const tsan_blind blind(true);
+  ++copies.committed;
+}
 //! cp.async.wait_group n: completes the committed groups but the newest n.
 inline void cp_wait(int n) {
-  async_queue& c = copies;
-  while (c.head < c.q.size() && c.q[c.head].group + static_cast<std::uint64_t>(n) < c.committed) {
-    const async_copy& a = c.q[c.head++];
+  for (;;) {
+    async_copy a{};
+    {
+      const tsan_blind blind(true);
+      async_queue& c = copies;
+      if (c.head == c.q.size() || c.q[c.head].group + static_cast<std::uint64_t>(n) >= c.committed) break;
+      a = c.q[c.head++];
+    }
     std::memcpy(a.dst, a.src, a.n);
   }
+  const tsan_blind blind(true);
+  async_queue& c = copies;
   if (c.head == c.q.size()) {
     c.q.clear();
     c.head = 0;
@@ -365,10 +420,15 @@ inline void cp_wait(int n) {
 }
 //! End of a CTA: copies never waited for are a kernel bug (the launch fails).
 inline void cp_drain() {
-  async_queue& c = copies;
-  if (c.head < c.q.size()) state().copies_left.store(true);
-  c.q.clear();
-  c.head = 0;
+  bool left = false;
+  {
+    const tsan_blind blind(true);
+    async_queue& c = copies;
+    left = c.head < c.q.size();
+    c.q.clear();
+    c.head = 0;
+  }
+  if (left) state().copies_left.store(true);
 }
 
 #if defined(BGTQ_EMU_FIBERS)
@@ -404,15 +464,24 @@ __attribute__((naked, noinline)) inline void fiber_switch(void** /*from*/, void*
       "ret");
 }
 #endif
-//! One CTA thread run as a fiber: its context and, while it is switched out, its values
-//! of the per-thread variables (swapped with the OS thread's on every switch; they start
-//! as a new OS thread's do, and the thread body sets them).
-struct fiber {
+//! A fiber's own context, kept from launch to launch: its stack (256 KiB, reserved, not
+//! committed, under a PROT_NONE guard page, so an overflow faults instead of corrupting
+//! a neighbour), where it was switched out, and its ThreadSanitizer fiber. A fiber is
+//! created once and runs fiber_entry's loop, one launch's thread per turn: creating
+//! ThreadSanitizer's fibers per launch (a large zeroed state each) took most of the time.
+struct fiber_slot {
 #if defined(BGTQ_EMU_FIBER_ASM)
   void* sp = nullptr;
 #else
   ucontext_t ctx{};
 #endif
+  void* tsan = nullptr;
+};
+//! One CTA thread of the running launch: its slot and, while it is switched out, its
+//! values of the per-thread variables (swapped with the OS thread's on every switch; they
+//! start as a new OS thread's do, and the thread body sets them).
+struct fiber {
+  fiber_slot* slot = nullptr;
   dim3 thread_idx, block_idx, block_dim, grid_dim;
   launch_state* state = nullptr;
   async_queue copies;
@@ -434,33 +503,68 @@ struct fiber_run {
 #else
   ucontext_t scheduler{};
 #endif
+  void* tsan_scheduler = nullptr;  // ThreadSanitizer's fiber of the launching thread
   std::vector<fiber> fibers;
   unsigned running = 0;
   std::uint64_t events = 0;  // barrier arrivals and ended threads: progress
   void (*body)(const void*, unsigned) = nullptr;
   const void* body_arg = nullptr;
+  char start = 0;  // its address: the launch's setup, released before its threads run
 };
-inline void fiber_arrive() { ++fiber_sched->events; }
-inline void fiber_yield() {
-  fiber_run& r = *fiber_sched;
-#if defined(BGTQ_EMU_FIBER_ASM)
-  fiber_switch(&r.fibers[r.running].sp, r.scheduler);
-#else
-  swapcontext(&r.fibers[r.running].ctx, &r.scheduler);
+//! Under ThreadSanitizer: the fiber that runs from the next switch on, not ordered
+//! after this one (no_sync). Called right before the switch: the accesses after it are
+//! the next fiber's.
+inline void tsan_switch([[maybe_unused]] void* to) {
+#if defined(BGTQ_EMU_TSAN)
+  __tsan_switch_to_fiber(to, 1u /* __tsan_switch_to_fiber_no_sync */);
 #endif
 }
-inline void fiber_entry() {
+// The scheduler's state is the emulator's: every access to it from a fiber is hidden
+// from ThreadSanitizer (tsan_blind), which sees the kernel's accesses only.
+inline void fiber_arrive() {
+  const tsan_blind blind(true);
+  ++fiber_sched->events;
+}
+inline void fiber_yield() {
+  const tsan_blind blind(true);  // (this fiber's: it ends after the fiber is resumed)
   fiber_run& r = *fiber_sched;
-  const unsigned t = r.running;
-  r.body(r.body_arg, t);
-  r.fibers[t].done = true;
-  ++r.events;
+  fiber_slot& self = *r.fibers[r.running].slot;
 #if defined(BGTQ_EMU_FIBER_ASM)
-  void* unused = nullptr;
-  fiber_switch(&unused, r.scheduler);  // never resumed
-  __builtin_unreachable();
+  void* const to = r.scheduler;
+  tsan_switch(r.tsan_scheduler);
+  fiber_switch(&self.sp, to);
+#else
+  tsan_switch(r.tsan_scheduler);
+  swapcontext(&self.ctx, &r.scheduler);
 #endif
-}  // (ucontext) returns to r.scheduler through uc_link
+}
+//! A fiber's life: one thread of each launch that runs it, then back to the scheduler,
+//! which resumes it (here) for its next launch. Its ThreadSanitizer clock carries on from
+//! launch to launch; the launches of the other parity run on other fibers (fiber_slots),
+//! so only a launch ordered before this one anyway (by host_sync) shares its fibers.
+[[noreturn]] inline void fiber_entry() {
+  for (;;) {
+    fiber_run* r = nullptr;
+    unsigned t = 0;
+    void (*body)(const void*, unsigned) = nullptr;
+    const void* arg = nullptr;
+    {
+      const tsan_blind blind(true);
+      r = fiber_sched;
+      t = r->running;
+      body = r->body;
+      arg = r->body_arg;
+    }
+    tsan_acquire(&r->start);  // ordered after the launch's setup, as a new OS thread is
+    body(arg, t);
+    {
+      const tsan_blind blind(true);
+      r->fibers[t].done = true;
+      ++r->events;
+    }
+    fiber_yield();
+  }
+}
 #if defined(BGTQ_EMU_FIBER_ASM)
 //! A new fiber's stack below `top` (16-byte aligned): what fiber_switch pops (control
 //! words, six zero registers), then fiber_entry as the return address, placed so that
@@ -480,77 +584,95 @@ inline void* fiber_stack_init(unsigned char* top) {
   return sp;
 }
 #endif
-//! Fiber stacks, kept from launch to launch: 256 KiB each (reserved, not committed),
-//! under a PROT_NONE guard page, so an overflow faults instead of corrupting a neighbour.
 inline constexpr std::size_t fiber_stack_bytes = std::size_t{256} << 10;
-inline std::vector<unsigned char*>& fiber_stacks(unsigned n) {
-  static std::vector<unsigned char*> stacks;
+//! The fibers of the launches of one parity (even, odd), at least n of them: a launch
+//! and its predecessor, which may overlap it, never share a fiber (launch_state slots).
+inline std::vector<fiber_slot>& fiber_slots(unsigned parity, unsigned n) {
+  static std::vector<fiber_slot> pools[2];  // (element addresses are kept: reserved once)
+  std::vector<fiber_slot>& pool = pools[parity];
+  pool.reserve(1024);
   const std::size_t page = 4096;
-  while (stacks.size() < n) {
+  while (pool.size() < n) {
     void* p = mmap(nullptr, fiber_stack_bytes + page, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
     if (p == MAP_FAILED || mprotect(p, page, PROT_NONE) != 0) {
       std::fprintf(stderr, "bgtq emulator: cannot map a fiber stack\n");
       std::abort();
     }
-    stacks.push_back(static_cast<unsigned char*>(p) + page);
+    unsigned char* const stack = static_cast<unsigned char*>(p) + page;
+    fiber_slot& f = pool.emplace_back();
+    const tsan_blind blind(true);  // the stack's first frame is the emulator's
+#if defined(BGTQ_EMU_FIBER_ASM)
+    f.sp = fiber_stack_init(stack + fiber_stack_bytes);
+#else
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = stack;
+    f.ctx.uc_stack.ss_size = fiber_stack_bytes;
+    f.ctx.uc_link = nullptr;  // fiber_entry never returns
+    makecontext(&f.ctx, fiber_entry, 0);
+#endif
+#if defined(BGTQ_EMU_TSAN)
+    f.tsan = __tsan_create_fiber(0);
+#endif
   }
-  return stacks;
+  return pool;
 }
-//! Runs body(arg, t) for t < nt as fibers on this thread, round-robin from barrier to
-//! barrier, until all have returned; aborts on a deadlock (a full round without a
-//! barrier arrival or an ended thread).
-inline void run_fibers(unsigned nt, void (*body)(const void*, unsigned), const void* arg) {
+//! Runs body(arg, t) for t < nt as fibers on this thread (those of `parity`),
+//! round-robin from barrier to barrier, until all have returned; aborts on a deadlock (a
+//! full round without a barrier arrival or an ended thread).
+inline void run_fibers(unsigned parity, unsigned nt, void (*body)(const void*, unsigned), const void* arg) {
+  if (fiber_sched != nullptr || nt > 1024) {
+    std::fprintf(stderr, "bgtq emulator: a launch of %u threads from inside a kernel or of more than 1024\n", nt);
+    std::abort();
+  }
   fiber_run r;
   r.body = body;
   r.body_arg = arg;
   r.fibers.resize(nt);
-  auto& stacks = fiber_stacks(nt);
-  for (unsigned t = 0; t < nt; ++t) {
-    fiber& f = r.fibers[t];
-#if defined(BGTQ_EMU_FIBER_ASM)
-    f.sp = fiber_stack_init(stacks[t] + fiber_stack_bytes);
-#else
-    getcontext(&f.ctx);
-    f.ctx.uc_stack.ss_sp = stacks[t];
-    f.ctx.uc_stack.ss_size = fiber_stack_bytes;
-    f.ctx.uc_link = &r.scheduler;
-    makecontext(&f.ctx, fiber_entry, 0);
-#endif
-  }
-  fiber_run* const outer = fiber_sched;
+  std::vector<fiber_slot>& slots = fiber_slots(parity, nt);
+  for (unsigned t = 0; t < nt; ++t) r.fibers[t].slot = &slots[t];
   fiber_sched = &r;
-  unsigned alive = nt;
-  while (alive > 0) {
-    const std::uint64_t before = r.events;
-    for (unsigned t = 0; t < nt; ++t) {
-      fiber& f = r.fibers[t];
-      if (f.done) continue;
-      r.running = t;
-      f.exchange();
-#if defined(BGTQ_EMU_FIBER_ASM)
-      fiber_switch(&r.scheduler, f.sp);
-#else
-      swapcontext(&r.scheduler, &f.ctx);
+#if defined(BGTQ_EMU_TSAN)
+  r.tsan_scheduler = __tsan_get_current_fiber();
 #endif
-      f.exchange();
-      if (f.done) --alive;
-    }
-    if (alive > 0 && r.events == before) {
-      std::fprintf(stderr,
-                   "bgtq emulator: deadlock: %u of %u threads of a launch wait at barriers that the others will not "
-                   "reach (a __syncthreads or warp collective not every thread calls)\n",
-                   alive, nt);
-      std::abort();
+  tsan_release(&r.start);  // everything above, and the launch's setup before the call
+  unsigned alive = nt;
+  {
+    const tsan_blind blind(true);  // the scheduler's loop is bookkeeping (its switches too)
+    while (alive > 0) {
+      const std::uint64_t before = r.events;
+      for (unsigned t = 0; t < nt; ++t) {
+        fiber& f = r.fibers[t];
+        if (f.done) continue;
+        r.running = t;
+        f.exchange();
+#if defined(BGTQ_EMU_FIBER_ASM)
+        void* const to = f.slot->sp;
+        tsan_switch(f.slot->tsan);
+        fiber_switch(&r.scheduler, to);
+#else
+        tsan_switch(f.slot->tsan);
+        swapcontext(&r.scheduler, &f.slot->ctx);
+#endif
+        f.exchange();
+        if (f.done) --alive;
+      }
+      if (alive > 0 && r.events == before) {
+        std::fprintf(stderr,
+                     "bgtq emulator: deadlock: %u of %u threads of a launch wait at barriers that the others will not "
+                     "reach (a __syncthreads or warp collective not every thread calls)\n",
+                     alive, nt);
+        std::abort();
+      }
     }
   }
-  fiber_sched = outer;
+  fiber_sched = nullptr;
 }
 #else
 inline void fiber_arrive() {}
 inline void fiber_yield() {}
 #endif
-//! Fibers for this launch (see above): the default without sanitizers; BGTQ_EMU_THREADS=os
-//! selects OS threads.
+//! Fibers for this launch (see above): the default but under AddressSanitizer;
+//! BGTQ_EMU_THREADS=os selects OS threads.
 inline bool use_fibers() {
 #if defined(BGTQ_EMU_FIBERS)
   static const bool fibers = [] {
@@ -654,17 +776,25 @@ void stream_launch(bool overlapped, void (*kernel)(P...), dim3 grid, dim3 block,
   const auto args = std::make_shared<const args_t>(std::forward<A>(a)...);
   s.args = args;
   // one CTA thread's life: every CTA of the grid in turn, between two CTA barriers
+  // (the per-thread variables are the emulator's: over fibers several threads write them,
+  // so their writes are hidden from ThreadSanitizer)
   const auto body = [kernel, grid, block, reverse, poison, sp = &s, ap = args.get()](unsigned t) {
       launch_state& s = *sp;
-      current = sp;
-      blockDim = block;
-      gridDim = grid;
-      threadIdx = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
+      {
+        const tsan_blind blind(true);
+        current = sp;
+        blockDim = block;
+        gridDim = grid;
+        threadIdx = dim3(t % block.x, (t / block.x) % block.y, t / (block.x * block.y));
+      }
       const std::size_t ctas = static_cast<std::size_t>(grid.x) * grid.y * grid.z;
       for (std::size_t i = 0; i < ctas; ++i) {
         const std::size_t c = reverse ? ctas - 1 - i : i;
-        blockIdx = dim3(static_cast<unsigned>(c % grid.x), static_cast<unsigned>(c / grid.x % grid.y),
-                        static_cast<unsigned>(c / (static_cast<std::size_t>(grid.x) * grid.y)));
+        {
+          const tsan_blind blind(true);
+          blockIdx = dim3(static_cast<unsigned>(c % grid.x), static_cast<unsigned>(c / grid.x % grid.y),
+                          static_cast<unsigned>(c / (static_cast<std::size_t>(grid.x) * grid.y)));
+        }
         if (t == 0) {
           std::memset(s.smem.data(), poison, s.smem.size());
           poison_static_shared(poison);
@@ -680,7 +810,18 @@ void stream_launch(bool overlapped, void (*kernel)(P...), dim3 grid, dim3 block,
   };
 #if defined(BGTQ_EMU_FIBERS)
   if (fibers) {
-    run_fibers(nt, [](const void* b, unsigned t) { (*static_cast<const decltype(body)*>(b))(t); }, &body);
+    // each fiber runs its own copy of `body`: this stack frame is reused unordered
+    // against the fibers' reads once the launch returns (as each OS thread has its own)
+    run_fibers(
+        static_cast<unsigned>(&s - slots), nt,
+        [](const void* b, unsigned t) {
+          const auto own = [b] {
+            const tsan_blind blind(true);
+            return *static_cast<const decltype(body)*>(b);
+          }();
+          own(t);
+        },
+        &body);
   } else
 #endif
   {
@@ -728,7 +869,11 @@ inline void __syncthreads() { bgtq_emu::state().block.arrive_and_wait(); }
 //! call n + 2, after the next barrier, which thread 0 reaches after clearing it).
 inline int __syncthreads_or(int pred) {
   auto& s = bgtq_emu::state();
-  const unsigned n = bgtq_emu::syncthreads_or_calls++ % 3;
+  unsigned n = 0;
+  {
+    const bgtq_emu::tsan_blind blind(true);  // the emulator's count (over fibers, shared storage)
+    n = bgtq_emu::syncthreads_or_calls++ % 3;
+  }
   if (pred != 0) s.any[n].fetch_or(1);
   s.block.arrive_and_wait();
   const int r = s.any[n].load();
