@@ -74,6 +74,29 @@ foreach(metric logit_mae kl top10)
     message(FATAL_ERROR "24 tokens: kivi@2 ${metric} ${b}, fp16's ${a}: KIVI's unfinished block was not read in fp16")
   endif()
 endforeach()
+# KIVI's bytes are what its cache stores, as TQ-MSE's and Block-GTQ's are: each page part
+# (64 tokens) rounded up to 64 bytes. At D = 10, 2 bits: keys 160 code + 80 parameter
+# bytes -> 256 (4.0 per token), values 160 + 256 -> 448 (7.0); symmetric, one parameter:
+# 200 -> 256 (4.0), 288 -> 320 (5.0). At D = 6: 3.0 + 6.0. (Without the alignment eval
+# said 3.75 + 6.5 = 10.25 at D = 10, 7.75 at D = 6.)
+foreach(case "10;kivi@2;4;7" "10;kivi-sym@2;4;5" "6;kivi@2;3;6")
+  list(GET case 0 dim)
+  list(GET case 1 m)
+  list(GET case 2 want_k)
+  list(GET case 3 want_v)
+  bgtq_run(out err rc synth --layers 1 --tokens 40 --q-heads 2 --kv-heads 1 --dim ${dim} --rope half --seed 3 -o ${WORK}/d${dim} --quiet)
+  bgtq_expect_rc(${rc} 0 "synth D=${dim}" "${err}")
+  bgtq_run(out err rc eval --q ${WORK}/d${dim}/q.npy --k ${WORK}/d${dim}/k.npy --v ${WORK}/d${dim}/v.npy --rope half --bits 2
+           --methods kivi,kivi-sym --json --quiet)
+  bgtq_expect_rc(${rc} 0 "eval D=${dim}" "${err}")
+  string(JSON kb GET "${out}" summary mean ${m} key_bytes_per_token)
+  string(JSON vb GET "${out}" summary mean ${m} value_bytes_per_token)
+  string(JSON b GET "${out}" summary mean ${m} bytes_per_token)
+  math(EXPR want "${want_k} + ${want_v}")
+  if(NOT kb EQUAL want_k OR NOT vb EQUAL want_v OR NOT b EQUAL want)
+    message(FATAL_ERROR "D=${dim} ${m}: ${kb} + ${vb} = ${b} bytes per token, the cache stores ${want_k} + ${want_v}")
+  endif()
+endforeach()
 # --sink / --recent: the cache's fp16 window, held by every method. A window covering all
 # 24 tokens makes every method fp16's (and is recorded in the config); a smaller one lowers
 # TQ-MSE's error; none leaves it as it was

@@ -1,6 +1,7 @@
 // bgtq eval: Block-GTQ against uniform TQ-MSE, KIVI and fp16 on Q/K(/V) dumps, layer by
 // layer: RoPE-logit MAE, softmax KL, top-10 overlap, attention-output error, bytes.
 #include <bgtq/cache/factory.hpp>
+#include <bgtq/cache/kivi_pages.hpp>
 #include <bgtq/codec/kivi.hpp>
 #include <bgtq/energy/energy.hpp>
 #include <bgtq/eval/metrics.hpp>
@@ -183,8 +184,10 @@ int run(cli::args& a) {
           std::copy(vheld.begin(), vheld.begin() + static_cast<std::ptrdiff_t>(skip), vhat.begin());
           cli::kivi_rows(vheld.data() + skip, rest, Hkv, D, o, false, vhat.data() + skip);
         }
-        r.key_bytes = kivi_key_bytes_per_token(D, o);
-        r.value_bytes = kivi_value_bytes_per_token(D, o);
+        // what the default KIVI cache stores (bit-plane pages of 64 tokens, each page part
+        // 64-byte aligned), as for the rows below
+        r.key_bytes = kivi_key_stored_bytes_per_token(D, o);
+        r.value_bytes = kivi_value_stored_bytes_per_token(D, o);
       } else {
         const plan& p = plans.at(m.key());
         encode_stats ks, vs;  // radii beyond fp16's 65504 (docs/errors.md, row 17)

@@ -319,4 +319,28 @@ kivi_cache<Layout> make_kivi_cache(const cache_config& cfg, const kivi_options& 
   return make_kivi_cache<Layout>(cfg, o, o);
 }
 
+//! Bytes per quantized token that a KIVI cache with pages of `page_tokens` tokens in
+//! `Layout` stores for one head's keys (`kivi_key_stored_bytes_per_token`) or values
+//! (`kivi_value_stored_bytes_per_token`) with options `o`: codes, fp16 scales and zero
+//! points, and the page part's 64-byte alignment, over the page size. Exactly
+//! kv_cache::bytes_per_token's share of that part, as stored_bytes_per_token (factory.hpp)
+//! for Block-GTQ and TQ-MSE; kivi_key_bytes_per_token / kivi_value_bytes_per_token
+//! (codec/kivi.hpp) leave the alignment out (at D = 10, 2 bits: 4.0 + 7.0 stored, 3.75 +
+//! 6.5 without it).
+//! @throws bgtq::error as kivi_key_pages::make / kivi_value_pages::make, and
+//!         (invalid_argument) for a page size the layout or the 32-token key blocks cannot
+//!         hold (as cache_config's page_tokens)
+template <class Layout = bit_plane_layout>
+double kivi_key_stored_bytes_per_token(int head_dim, const kivi_options& o, int page_tokens = 64) {
+  check_page_tokens<Layout>(page_tokens, kivi_key_pages::tokens_per_block, "kivi_key_stored_bytes_per_token");
+  kivi_key_pages::head_state s = kivi_key_pages::make(head_dim, o);
+  return static_cast<double>(kivi_key_pages::configure<Layout>(s, page_tokens)) / static_cast<double>(page_tokens);
+}
+template <class Layout = bit_plane_layout>
+double kivi_value_stored_bytes_per_token(int head_dim, const kivi_options& o, int page_tokens = 64) {
+  check_page_tokens<Layout>(page_tokens, kivi_value_pages::tokens_per_block, "kivi_value_stored_bytes_per_token");
+  kivi_value_pages::head_state s = kivi_value_pages::make(head_dim, o);
+  return static_cast<double>(kivi_value_pages::configure<Layout>(s, page_tokens)) / static_cast<double>(page_tokens);
+}
+
 }  // namespace bgtq

@@ -98,8 +98,10 @@ inline void kivi_values_roundtrip(const float* x, int T, int D, const kivi_optio
   }
 }
 
-//! Stored bytes per token of one head: codes plus fp16 parameters (keys: per channel
-//! per group, amortised over the group; values: per token).
+//! Bytes per token of one head: codes plus fp16 parameters (keys: per channel per group,
+//! amortised over the group; values: per token), without the KIVI cache's 64-byte page
+//! alignment: what the cache stores is kivi_key_stored_bytes_per_token /
+//! kivi_value_stored_bytes_per_token (cache/kivi_pages.hpp).
 inline double kivi_key_bytes_per_token(int D, const kivi_options& o) {
   const int params = o.symmetric ? 1 : 2;
   return D * o.bits / 8.0 + 2.0 * params * D / o.group_tokens;
