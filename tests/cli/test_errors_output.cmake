@@ -146,6 +146,53 @@ if(NOT err MATCHES "bgtq eval: warning: fp16: 1 key and 0 value components beyon
    OR NOT err MATCHES "bgtq eval: warning: tq@2: 1 key and 0 value radii above 65504 were clamped to it \\(fp16 radii")
   message(FATAL_ERROR "eval on k_big.npy: the clamps are not said: ${err}")
 endif()
+# each method's clamps are counted over the rows its cache stores that way, with their
+# cause: KIVI quantizes from the fp16 window's rows (clamped components; it said nothing);
+# a --sink or --recent window holding token 2 clamps its components and TQ-MSE /
+# Block-GTQ never encode it (they said a radius was clamped, also with every key in the
+# sink); a sink before it leaves token 2 encoded from the input (a clamped radius only).
+# A case: methods; window; those saying a clamped component; its cause; those saying a
+# clamped radius ("-": none).
+foreach(case "kivi,kivi-sym;-;kivi@2 kivi-sym@2;KIVI holds every token in the fp16 window;-"
+             "tq,bgtq;--sink 3;tq@2 bgtq@2;the fp16 --sink window saturates there;-"
+             "tq;--sink 40;tq@2;the fp16 --sink window saturates there;-"
+             "tq;--recent 7;tq@2;the fp16 --sink / --recent window saturates there, and tokens are encoded from its rows;-"
+             "tq;--sink 2;-;-;tq@2")
+  list(GET case 0 methods)
+  list(GET case 1 window)
+  list(GET case 2 held)
+  list(GET case 3 cause)
+  list(GET case 4 encoded)
+  foreach(v window held cause encoded)
+    if(${v} STREQUAL "-")
+      set(${v} "")
+    endif()
+  endforeach()
+  set(run "eval --methods ${methods} ${window} on k_big.npy")
+  separate_arguments(window)
+  separate_arguments(held)
+  bgtq_run(out err rc eval --q ${D}/q.npy --k ${D}/k_big.npy --v ${D}/v.npy --rope half --bits 2 --methods ${methods} ${window} --quiet)
+  bgtq_expect_rc("${rc}" 0 "${run}" "${err}")
+  foreach(m IN LISTS held)
+    string(REPLACE "+" "\\+" ce "${cause}")
+    if(NOT err MATCHES "bgtq eval: warning: ${m}: 1 key and 0 value components beyond \\+-65504 were clamped to it \\(${ce}[^\n]*row 19\\), first at layer index 0")
+      message(FATAL_ERROR "${run}: ${m}'s clamped component is not said (${cause}): ${err}")
+    endif()
+  endforeach()
+  foreach(m IN LISTS encoded)
+    if(NOT err MATCHES "bgtq eval: warning: ${m}: 1 key and 0 value radii above 65504 were clamped to it \\(fp16 radii")
+      message(FATAL_ERROR "${run}: ${m}'s clamped radius is not said: ${err}")
+    endif()
+  endforeach()
+  string(REGEX MATCHALL "clamped" lines "${err}")
+  list(LENGTH held n_held)
+  list(LENGTH encoded n_encoded)
+  list(LENGTH lines n)
+  math(EXPR want "${n_held} + ${n_encoded}")
+  if(NOT n EQUAL want)
+    message(FATAL_ERROR "${run}: ${n} clamp warnings, expected ${want}: ${err}")
+  endif()
+endforeach()
 bgtq_run(out err rc eval --q ${D}/q.npy --k ${D}/k.npy --v ${D}/v.npy --rope half --bits 2 --methods fp16,tq --quiet)
 if(err MATCHES "clamped")
   message(FATAL_ERROR "eval on keys in fp16's range: a clamp warning: ${err}")

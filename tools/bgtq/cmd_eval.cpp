@@ -143,12 +143,30 @@ int run(cli::args& a) {
     cli::progress(line.str());
     last_line = now;
   };
-  // what fp16 storage clamped, per method (said once at the end: it can dominate the errors)
+  // what fp16 clamped, per method (said once at the end: it can dominate the errors), over
+  // the rows its cache stores that way: components of the rows held in fp16 (the fp16
+  // baseline's, and the window's: docs/errors.md, row 19) and radii of the rows encoded
+  // (TQ-MSE and Block-GTQ's fp16 radii: row 17)
   struct clamps {
     std::uint64_t keys = 0, values = 0;
     int first_layer = -1;
+    void add(std::uint64_t k, std::uint64_t v, int l) {
+      keys += k;
+      values += v;
+      if (first_layer < 0 && k + v > 0) first_layer = l;
+    }
   };
-  std::map<std::string, clamps> clamped;
+  std::map<std::string, clamps> clamped_components, clamped_radii;
+  // components of rows [t0, t1) of a layer's [T][Hkv][D] array beyond fp16's +-65504
+  const auto beyond_half_in = [&](const float* x, int t0, int t1) {
+    std::uint64_t n = 0;
+    if (x)
+      for (std::size_t i = static_cast<std::size_t>(t0) * Hkv * D; i < static_cast<std::size_t>(t1) * Hkv * D; ++i)
+        n += beyond_half(x[i]);
+    return n;
+  };
+  // the rows of the window's sink: held in fp16 and never encoded
+  const int sink_rows = static_cast<int>(std::min<long>(sink, T));
   for (int l = 0; l < L; ++l) {
     const float* kl = k.layer(l);
     const float* vl = v ? v->layer(l) : nullptr;
@@ -157,17 +175,12 @@ int run(cli::args& a) {
     for (const auto& m : methods) {
       method_result r;
       const held_window held = held_by(m);
-      clamps& c = clamped[m.key()];
-      const clamps before = c;
       if (m.method == "fp16") {
         // as the fp16 cache stores them (docs/errors.md, row 19): clamped to +-65504, never
         // Inf, i.e. the layer's fp16 rows (kheld, vheld)
-        for (std::size_t i = 0; i < nk; ++i) c.keys += beyond_half(kl[i]);
+        clamped_components[m.key()].add(beyond_half_in(kl, 0, T), beyond_half_in(vl, 0, T), l);
         std::copy(kheld.begin(), kheld.end(), khat.begin());
-        if (vl) {
-          for (std::size_t i = 0; i < nk; ++i) c.values += beyond_half(vl[i]);
-          std::copy(vheld.begin(), vheld.end(), vhat.begin());
-        }
+        if (vl) std::copy(vheld.begin(), vheld.end(), vhat.begin());
         r.key_bytes = r.value_bytes = 2.0 * D;
       } else if (m.method == "kivi" || m.method == "kivi-sym") {
         kivi_options o;
@@ -175,9 +188,11 @@ int run(cli::args& a) {
         o.symmetric = m.method == "kivi-sym";
         // from the fp16 rows, as the cache encodes a block once it leaves the window
         // its 32-token blocks start after the sink (the sink's rows are never quantized:
-        // they are read from kheld / vheld)
-        const std::size_t skip = static_cast<std::size_t>(std::min<long>(sink, T)) * Hkv * D;
-        const int rest = T - static_cast<int>(std::min<long>(sink, T));
+        // they are read from kheld / vheld). Every row is held in fp16 first (in the sink,
+        // or in the window while its block fills), so fp16 clamps all of them
+        clamped_components[m.key()].add(beyond_half_in(kl, 0, T), beyond_half_in(vl, 0, T), l);
+        const std::size_t skip = static_cast<std::size_t>(sink_rows) * Hkv * D;
+        const int rest = T - sink_rows;
         std::copy(kheld.begin(), kheld.begin() + static_cast<std::ptrdiff_t>(skip), khat.begin());
         cli::kivi_rows(kheld.data() + skip, rest, Hkv, D, o, true, khat.data() + skip);
         if (vl) {
@@ -190,15 +205,32 @@ int run(cli::args& a) {
         r.value_bytes = kivi_value_stored_bytes_per_token(D, o);
       } else {
         const plan& p = plans.at(m.key());
-        encode_stats ks, vs;  // radii beyond fp16's 65504 (docs/errors.md, row 17)
         // a cache with a recent window encodes a token from its fp16 row when it leaves the
-        // window; without one, straight from the input
+        // window; without one, straight from the input. The sink's rows and, with a recent
+        // window, every row are held in fp16 (the window clamps their components)
         const float* kin = recent > 0 ? kheld.data() : kl;
         const float* vin = recent > 0 && vl ? vheld.data() : vl;
-        cli::roundtrip_rows(kin, T, Hkv, D, [&](int h) { return block_gtq_codec::from_plan(p, l, h); }, khat.data(), &ks);
-        if (vl) cli::roundtrip_rows(vin, T, Hkv, D, [&](int h) { return plan_value_codec(p, l, h); }, vhat.data(), &vs);
-        c.keys += ks.clamped_radii;
-        c.values += vs.clamped_radii;
+        const int held_to = recent > 0 ? T : sink_rows;
+        clamped_components[m.key()].add(beyond_half_in(kl, 0, held_to), beyond_half_in(vl, 0, held_to), l);
+        // the rows the cache encodes, [sink_rows, encoded_to) once all T tokens are in (the
+        // rest are read from the window by every query, kheld / vheld): their radii beyond
+        // fp16's 65504 are counted (docs/errors.md, row 17). Every row is round-tripped all
+        // the same (compare_attention's output product reads khat / vhat before it swaps in
+        // the held rows)
+        const int encoded_to = std::max(sink_rows, static_cast<int>(held.tail_from(T)));
+        encode_stats ks, vs;
+        const auto roundtrip = [&](const float* in, auto codec_of, float* out, encode_stats& st) {
+          const auto rows = [&](int t0, int t1, encode_stats* counted) {
+            const std::size_t off = static_cast<std::size_t>(t0) * Hkv * D;
+            if (t1 > t0) cli::roundtrip_rows(in + off, t1 - t0, Hkv, D, codec_of, out + off, counted);
+          };
+          rows(0, sink_rows, nullptr);
+          rows(sink_rows, encoded_to, &st);
+          rows(encoded_to, T, nullptr);
+        };
+        roundtrip(kin, [&](int h) { return block_gtq_codec::from_plan(p, l, h); }, khat.data(), ks);
+        if (vl) roundtrip(vin, [&](int h) { return plan_value_codec(p, l, h); }, vhat.data(), vs);
+        clamped_radii[m.key()].add(ks.clamped_radii, vs.clamped_radii, l);
         for (int h = 0; h < Hkv; ++h) {  // what the default cache stores (bit-plane pages of 64 tokens)
           r.key_bytes += stored_bytes_per_token(block_gtq_codec::from_plan(p, l, h)) / Hkv;
           r.value_bytes += stored_bytes_per_token(plan_value_codec(p, l, h)) / Hkv;
@@ -212,7 +244,6 @@ int run(cli::args& a) {
       };
       r.m = compare_attention(sh, q.layer(l), kl, khat.data(), vl, vl ? vhat.data() : nullptr, queries, pool.get(), part,
                               held);
-      if (c.first_layer < 0 && (c.keys != before.keys || c.values != before.values)) c.first_layer = l;
       results[m.key()][static_cast<std::size_t>(l)] = r;
       ++done;
       // within a layer too: long dumps take minutes per layer
@@ -229,15 +260,22 @@ int run(cli::args& a) {
   }
 
   for (const auto& m : methods) {
-    const clamps& c = clamped[m.key()];
-    if (c.keys + c.values == 0) continue;
-    const bool fp16 = m.method == "fp16";
-    std::ostringstream text;
-    text << c.keys << " key and " << c.values << " value "
-         << (fp16 ? "components beyond +-65504 were clamped to it (fp16 storage saturates there; docs/errors.md, row 19)"
-                  : "radii above 65504 were clamped to it (fp16 radii; docs/errors.md, row 17)")
-         << ", first at layer index " << c.first_layer << ": those tokens' errors can dominate this method's metrics";
-    cli::warn("eval", text.str(), m.key() + ": ");
+    const auto said = [&](const clamps& c, const std::string& what) {
+      if (c.keys + c.values == 0) return;
+      std::ostringstream text;
+      text << c.keys << " key and " << c.values << " value " << what << ", first at layer index " << c.first_layer
+           << ": those tokens' errors can dominate this method's metrics";
+      cli::warn("eval", text.str(), m.key() + ": ");
+    };
+    // the components of the rows held in fp16, and what holds them
+    const std::string held_in =
+        m.method == "fp16"                             ? "fp16 storage saturates there"
+        : m.method == "kivi" || m.method == "kivi-sym" ? "KIVI holds every token in the fp16 window, which saturates there, and "
+                                                         "quantizes its blocks from those rows"
+        : recent > 0 ? "the fp16 --sink / --recent window saturates there, and tokens are encoded from its rows"
+                     : "the fp16 --sink window saturates there";
+    said(clamped_components[m.key()], "components beyond +-65504 were clamped to it (" + held_in + "; docs/errors.md, row 19)");
+    said(clamped_radii[m.key()], "radii above 65504 were clamped to it (fp16 radii; docs/errors.md, row 17)");
   }
   // Rows read in fp16 (the --sink / --recent window of every quantized method, and KIVI's
   // unfinished key block: all of the keys below 32 tokens, a large share on short dumps):
