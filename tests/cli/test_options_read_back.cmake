@@ -91,6 +91,30 @@ endif()
 bgtq_run(out err rc eval ${qk} --bits 2 --methods tq --json --eval-queries 1000)
 bgtq_expect_rc(${rc} 0 "eval --eval-queries 1000" "${err}")
 expect_field("${out}" 128 "--eval-queries above the count: every query" config eval_queries)
+# the config records every option that changes results (repeats dropped), with the
+# defaults when none is given
+foreach(f "1;b_min" "8;b_max" "head;scope" "rate4;distortion" "24301;seed" "OFF;norm_correction" "OFF;charge_radii"
+          "2;bits;0" "tq;methods;0")
+  list(POP_FRONT f want)
+  expect_field("${all}" "${want}" "eval's default config" config ${f})
+endforeach()
+bgtq_run(out err rc eval ${qk} --bits 3,2,3 --methods bgtq,tq,bgtq --b-min 2 --b-max 6 --scope layer --distortion codebook
+         --seed 7 --norm-correction --eval-queries 8 --json --quiet)
+bgtq_expect_rc(${rc} 0 "eval with the plan options" "${err}")
+foreach(f "2;b_min" "6;b_max" "layer;scope" "codebook;distortion" "7;seed" "ON;norm_correction" "OFF;charge_radii"
+          "3;bits;0" "2;bits;1" "bgtq;methods;0" "tq;methods;1")
+  list(POP_FRONT f want)
+  expect_field("${out}" "${want}" "eval's config" config ${f})
+endforeach()
+foreach(f bits methods)
+  string(JSON n LENGTH "${out}" config ${f})
+  if(NOT n EQUAL 2)
+    message(FATAL_ERROR "eval --bits 3,2,3 --methods bgtq,tq,bgtq: config ${f} has ${n} entries, expected 2")
+  endif()
+endforeach()
+bgtq_run(out err rc eval ${qk} --bits 2 --methods bgtq --charge-radii --eval-queries 8 --json --quiet)
+bgtq_expect_rc(${rc} 0 "eval --charge-radii" "${err}")
+expect_field("${out}" ON "eval --charge-radii" config charge_radii)
 
 # --- calibrate: --tokens, capped, --scope, --charge-radii
 bgtq_run(out err rc calibrate ${qk} --avg-bits 3 --tokens 4 -o ${WORK}/t4.bin --json --quiet)

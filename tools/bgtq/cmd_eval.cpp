@@ -341,7 +341,14 @@ int run(cli::args& a) {
     w.key("layers").value(L).key("tokens").value(T).key("q_heads").value(Hq).key("kv_heads").value(Hkv).key("head_dim").value(D);
     w.key("rope").value(to_string(rope.pairing)).key("rotary_dim").value(rope.rotary_dim);
     w.key("calib_tokens").value(N).key("eval_from").value(t_begin).key("eval_queries").value(queries.size());
-    w.key("sink").value(sink).key("recent").value(recent).end_object();
+    w.key("sink").value(sink).key("recent").value(recent);
+    // the options that change results (repeats dropped, as run); the plans' allocation
+    // options as calibrate's (plan JSON names)
+    w.key("bits").array(bits).key("methods").begin_array();
+    for (const auto& m : seen) w.value(m);
+    w.end_array().key("b_min").value(base.b_min).key("b_max").value(base.b_max).key("scope").value(to_string(base.scope));
+    w.key("distortion").value(to_string(base.distortion)).key("seed").value(base.seed);
+    w.key("norm_correction").value(base.norm_correction).key("charge_radii").value(base.charge_radii).end_object();
     w.key("layers").begin_array();
     for (int l = 0; l < L; ++l) {
       w.begin_object().key("layer").value(l).key("results").begin_object();
