@@ -77,3 +77,15 @@ expect_failure(CMD eval RC 1 CATEGORY shape_mismatch MATCH "k_t0.npy: K dimensio
 bgtq_run(out err rc eval --q ${D}/q_zero.npy --k ${D}/k.npy --rope half --bits 2 --methods tq,bgtq --quiet)
 bgtq_expect_rc("${rc}" 0 "eval on zero queries" "${err}")
 bgtq_expect_match("${out}" "Block-GTQ vs uniform TQ-MSE at 2 bits: logit MAE n/a, KL n/a" "eval summary on zero queries")
+# no change: with every key in the --sink window both methods read fp16's keys, so the
+# change against uniform TQ is 0: "0.0%", not "-0.0%"; and singular forms for one layer,
+# one query, one bit
+bgtq_run(out err rc eval --q ${D}/q.npy --k ${D}/k.npy --rope half --bits 1,2 --methods tq,bgtq --sink 9 --eval-queries 1 --quiet)
+bgtq_expect_rc("${rc}" 0 "eval with every key in the window" "${err}")
+bgtq_expect_match("${out}" "^eval: 1 layer, T=9 \\(calibrated on 4, evaluated from token 4: 1 query, the last\\)" "eval's header, one layer and query")
+bgtq_expect_match("${out}" "Block-GTQ vs uniform TQ-MSE at 1 bit: logit MAE 0\\.0%, KL 0\\.0%, wins 0/1 layer\n"
+                  "eval summary of no change at 1 bit")
+bgtq_expect_match("${out}" "Block-GTQ vs uniform TQ-MSE at 2 bits: logit MAE 0\\.0%, KL 0\\.0%" "eval summary of no change at 2 bits")
+if(out MATCHES "-0\\.0%|1 (layers|queries|bits)")
+  message(FATAL_ERROR "eval with every key in the window: a signed zero or a plural of one: ${out}")
+endif()

@@ -375,8 +375,11 @@ int run(cli::args& a) {
   if (json) {
     write_json(std::cout);
   } else {
-    std::printf("eval: %d layers, T=%d (calibrated on %d, evaluated from token %d", L, T, N, t_begin);
-    if (queries.size() < static_cast<std::size_t>(T - t_begin)) std::printf(": %zu queries, evenly spaced", queries.size());
+    std::printf("eval: %d layer%s, T=%d (calibrated on %d, evaluated from token %d", L, L == 1 ? "" : "s", T, N, t_begin);
+    if (queries.size() == 1 && T - t_begin > 1)
+      std::printf(": 1 query, the last");
+    else if (queries.size() < static_cast<std::size_t>(T - t_begin))
+      std::printf(": %zu queries, evenly spaced", queries.size());
     std::printf("), Hq=%d Hkv=%d D=%d (%s)", Hq, Hkv, D, to_string(rope.pairing));
     if (sink + recent > 0) std::printf(", fp16 window: sink %ld + recent %ld", sink, recent);
     std::printf("\n");
@@ -389,18 +392,19 @@ int run(cli::args& a) {
       std::printf("%-12s %12.5g %12.5g %8.4f %10s %10.1f %7.2fx\n", m.key().c_str(), r.m.logit_mae, r.m.kl, r.m.top10, rel,
                   r.key_bytes + r.value_bytes, 4.0 * D / (r.key_bytes + r.value_bytes));
     }
-    // a change relative to uniform TQ's mean, "n/a" where that mean is 0 (the JSON has null)
+    // a change relative to uniform TQ's mean, "n/a" where that mean is 0 (the JSON has null),
+    // "0.0%" where it rounds to none (not "-0.0%": -100 * 0 is -0)
     const auto pct = [](double reduction) {
+      if (!std::isfinite(reduction)) return std::string("n/a");
       char buf[32];
-      if (std::isfinite(reduction))
-        std::snprintf(buf, sizeof buf, "%+.1f%%", -100 * reduction);
-      else
-        std::snprintf(buf, sizeof buf, "n/a");
-      return std::string(buf);
+      std::snprintf(buf, sizeof buf, "%+.1f%%", -100 * reduction);
+      const std::string s(buf);
+      return s == "+0.0%" || s == "-0.0%" ? std::string("0.0%") : s;
     };
     for (const auto& c : comps)
-      std::printf("Block-GTQ vs uniform TQ-MSE at %d bits: logit MAE %s, KL %s, wins %d/%d layers\n", c.bits,
-                  pct(c.logit_mae_reduction).c_str(), pct(c.kl_reduction).c_str(), c.layers_won, c.layers);
+      std::printf("Block-GTQ vs uniform TQ-MSE at %d bit%s: logit MAE %s, KL %s, wins %d/%d layer%s\n", c.bits,
+                  c.bits == 1 ? "" : "s", pct(c.logit_mae_reduction).c_str(), pct(c.kl_reduction).c_str(), c.layers_won,
+                  c.layers, c.layers == 1 ? "" : "s");
   }
   return 0;
 }
