@@ -105,8 +105,13 @@ int run(cli::args& a) {
     o.avg_bits = m.bits;
     o.value_bits = m.bits;
     std::string warn;
-    plans.emplace(m.key(), m.method == "tq" ? uniform_plan(L, Hkv, Hq, rope, m.bits, o)
-                                            : build_plan(L, Hkv, Hq, rope, scores, o, N, &warn));
+    try {
+      plans.emplace(m.key(), m.method == "tq" ? uniform_plan(L, Hkv, Hq, rope, m.bits, o)
+                                              : build_plan(L, Hkv, Hq, rope, scores, o, N, &warn));
+    } catch (const error& e) {  // which of the plans (e.g. a --bits width below --b-min)
+      fail(e.code(), m.key() + ": " + e.what() +
+                         (o.b_min > m.bits ? " (--b-min " + std::to_string(o.b_min) + " is above this --bits width)" : std::string()));
+    }
     cli::warn("eval", warn, m.key() + ": ");  // one line per (layer, head), each naming the method
   }
 
