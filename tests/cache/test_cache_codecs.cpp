@@ -17,6 +17,7 @@
 #include <bgtq/cache/kivi_pages.hpp>
 #include <bgtq/codec/kivi.hpp>
 
+#include <cmath>
 #include <cstring>
 #include <functional>
 
@@ -196,4 +197,42 @@ TEST_CASE("KIVI caches hold exactly the flat round trip over their 32-token key 
       else
         check_kivi<bgtq::token_major_layout>(o, lc, ++seed);
     }
+}
+
+template <class Layout>
+void check_kivi_stored_bytes(int P) {
+  for (const int D : {2, 6, 8, 10, 64, 128, 130})
+    for (int bits = 1; bits <= 8; ++bits)
+      for (const bool symmetric : {false, true}) {
+        INFO("D=" << D << " bits=" << bits << (symmetric ? " symmetric" : " asymmetric") << " P=" << P << " " << Layout::name);
+        bgtq::kivi_options o;
+        o.bits = bits;
+        o.symmetric = symmetric;
+        bgtq::cache_config c;
+        c.layers = c.kv_heads = c.q_heads = 1;
+        c.head_dim = D;
+        c.page_tokens = P;
+        c.max_pages = 1;
+        const auto cache = bgtq::make_kivi_cache<Layout>(c, o);
+        const double k = bgtq::kivi_key_stored_bytes_per_token<Layout>(D, o, P);
+        const double v = bgtq::kivi_value_stored_bytes_per_token<Layout>(D, o, P);
+        REQUIRE(k + v == cache.bytes_per_token(0, 0));
+        // each part a whole number of 64-byte lines, never below the unaligned size
+        CHECK(std::fmod(k * P, 64.0) == 0.0);
+        CHECK(std::fmod(v * P, 64.0) == 0.0);
+        CHECK(k >= bgtq::kivi_key_bytes_per_token(D, o));
+        CHECK(v >= bgtq::kivi_value_bytes_per_token(D, o));
+      }
+}
+
+// bgtq eval's KIVI bytes (the unaligned kivi_*_bytes_per_token said 10.25 at D = 10, 2 bits)
+TEST_CASE("KIVI's stored bytes per token are the cache's bytes_per_token, page alignment included", "[cache][codecs]") {
+  check_kivi_stored_bytes<bgtq::bit_plane_layout>(64);
+  check_kivi_stored_bytes<bgtq::bit_plane_layout>(128);
+  check_kivi_stored_bytes<bgtq::token_major_layout>(32);
+  check_kivi_stored_bytes<bgtq::token_major_layout>(64);
+  bgtq::kivi_options o;
+  o.bits = 2;
+  CHECK(bgtq::kivi_key_stored_bytes_per_token(10, o) == 4.0);
+  CHECK(bgtq::kivi_value_stored_bytes_per_token(10, o) == 7.0);
 }
