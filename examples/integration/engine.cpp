@@ -5,13 +5,16 @@
 // pair in this file or in parallel.cpp (tests/docs checks them byte for byte).
 //
 // usage: integration_engine [DIR]   DIR holds q.npy, k.npy, v.npy ([L,T,H,D], post-RoPE,
-// half pairing); without DIR a synthetic dump is written to a temporary folder first.
-// Every result is checked; the exit code is non-zero if one is off.
+// half pairing, T >= 132); without DIR a synthetic dump is written to a temporary folder
+// first. Every result is checked; the exit code is 1 if one is off or if the program
+// stops on an error (a message names it).
 #include <bgtq/bgtq.hpp>
 
 #include <cstdio>
+#include <exception>
 #include <filesystem>
 #include <span>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -35,6 +38,9 @@ void calibrate(const std::string& dir) {
   // Post-RoPE Q [L,T,Hq,D] and K [L,T,Hkv,D], e.g. dumped from PyTorch (see above).
   const bgtq::npy_array q = bgtq::read_npy(dir + "/q.npy");
   const bgtq::npy_array k = bgtq::read_npy(dir + "/k.npy");
+  if (q.shape.size() != 4 || k.shape.size() != 4 || k.shape[0] != q.shape[0] || k.shape[1] != q.shape[1] ||
+      k.shape[3] != q.shape[3])
+    throw std::invalid_argument(dir + ": q.npy and k.npy must be [L,T,Hq,D] and [L,T,Hkv,D] (4-D)");
   const int L = int(q.shape[0]), T = int(q.shape[1]), Hq = int(q.shape[2]), Hkv = int(k.shape[2]), D = int(q.shape[3]);
   bgtq::energy_estimator energy(L, Hq, Hkv, bgtq::rope_layout(D, bgtq::rope_pairing::half));
   for (int l = 0; l < L; ++l)  // add() may be called again with more tokens (streaming)
@@ -45,15 +51,17 @@ void calibrate(const std::string& dir) {
   // example-end calibrate_npy
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   const std::string dir = argc > 1 ? argv[1] : make_dump();
-  calibrate(dir);
+  calibrate(dir);  // checks that q.npy and k.npy are 4-D and agree
   const bgtq::npy_array qa = bgtq::read_npy(dir + "/q.npy");
   const bgtq::npy_array ka = bgtq::read_npy(dir + "/k.npy");
   const bgtq::npy_array va = bgtq::read_npy(dir + "/v.npy");
+  if (va.shape != ka.shape) throw std::invalid_argument(dir + ": v.npy must have the shape of k.npy, [L,T,Hkv,D]");
   const int L = int(qa.shape[0]), T = int(qa.shape[1]), Hq = int(qa.shape[2]), Hkv = int(ka.shape[2]), D = int(qa.shape[3]);
+  // the full-pool check below appends one page + sink + recent = 132 tokens to one sequence
+  if (T < 132)
+    throw std::invalid_argument(dir + ": the example needs at least 132 tokens, the dump has " + std::to_string(T));
   // row t of layer l: q [Hq][D], k and v [Hkv][D]
   auto q_at = [&](int l, int t) { return qa.data.data() + (size_t(l) * T + t) * Hq * D; };
   auto k_at = [&](int l, int t) { return ka.data.data() + (size_t(l) * T + t) * Hkv * D; };
@@ -165,17 +173,35 @@ int main(int argc, char** argv) {
   // example-end capacity
   require(refused && small.length(s, 0) == before, "a full pool refuses and leaves the cache unchanged");
 
+  // non-finite input, in the last layer (layer 0 of a one-layer dump, whose pool is full:
+  // the input is checked first)
   std::vector<float> bad(size_t(Hkv) * D, 0.0f);
   bad[3] = std::nanf("");
+  const std::int64_t last_before = small.length(s, L - 1);
   bool rejected = false;
   try {
-    small.append(s, 1, bad.data(), bad.data(), 1);
+    small.append(s, L - 1, bad.data(), bad.data(), 1);
   } catch (const bgtq::error& e) {
-    rejected = e.code() == bgtq::errc::non_finite && small.length(s, 1) == 0;
+    rejected = e.code() == bgtq::errc::non_finite && small.length(s, L - 1) == last_before;
     std::printf("rejected: %s\n", e.what());
   }
   require(rejected, "non-finite input is rejected");
   if (argc <= 1) std::filesystem::remove_all(dir);  // the temporary dump
   std::printf("integration example: all checks passed\n");
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const bgtq::error& e) {
+    std::fprintf(stderr, "integration example: error (%s): %s\n", bgtq::to_string(e.code()), e.what());
+    if (e.code() == bgtq::errc::capacity_exhausted)  // a dump too long for the pool: docs/integration.md, section 3
+      std::fprintf(stderr, "integration example: the pool is budget_bytes = 64 MiB; this dump needs more\n");
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "integration example: error: %s\n", e.what());
+  }
+  return 1;
 }

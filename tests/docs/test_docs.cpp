@@ -14,6 +14,9 @@
 
 #include <sys/wait.h>
 
+#include <bgtq/io/npy.hpp>
+#include <bgtq/synth/synth.hpp>
+
 #include "common.hpp"
 #include "markdown.hpp"
 #include "plot/xml_check.hpp"
@@ -76,6 +79,34 @@ void run_shell_blocks(const std::string& doc, const std::string& work_name, int 
   const int rc = run_shell("cd '" + work + "' && bash blocks.sh > log.txt 2>&1");
   INFO("script:\n" << script << "\noutput (tail):\n" << tail(work + "/log.txt"));
   REQUIRE(rc == 0);
+}
+
+// A synthetic dump (post-RoPE, half pairing) in dir: [L,T,H,D] files, or [T,H,D] ones
+// holding its first layer when three_d.
+void write_dump(const std::string& dir, int layers, int tokens, bool three_d = false) {
+  bgtq::synth_config sc;
+  sc.layers = layers;
+  sc.tokens = tokens;
+  sc.q_heads = 8;
+  sc.kv_heads = 2;
+  sc.rope = bgtq::rope_layout(128, bgtq::rope_pairing::half);
+  const bgtq::synth_data d = bgtq::generate_synth(sc);
+  const std::size_t L = std::size_t(layers), T = std::size_t(tokens), D = 128;
+  const auto shape = [&](std::size_t h) {
+    return three_d ? std::vector<std::size_t>{T, h, D} : std::vector<std::size_t>{L, T, h, D};
+  };
+  fs::create_directories(dir);
+  bgtq::write_npy(dir + "/q.npy", d.q.data(), shape(8));
+  bgtq::write_npy(dir + "/k.npy", d.k.data(), shape(2));
+  bgtq::write_npy(dir + "/v.npy", d.v.data(), shape(2));
+}
+
+// Runs build/bin/integration_engine on dir (skips when the examples are not built); its
+// stdout and stderr go to `log`.
+int run_engine(const std::string& dir, const std::string& log) {
+  const std::string bin = std::string(BGTQ_BIN_DIR) + "/integration_engine";
+  if (!fs::exists(bin)) bgtq_test::skip_test(bin + " is not built");
+  return run_shell("'" + bin + "' '" + dir + "' > '" + log + "' 2>&1");
 }
 
 }  // namespace
@@ -229,5 +260,39 @@ TEST_CASE("local links and images of the docs resolve, images are well-formed SV
         CHECK(r.error.empty());
       }
     }
+  }
+}
+
+// integration_engine on dumps of other shapes (docs/integration.md, section 3, lists its
+// limits): one layer is enough, and input outside the limits or a library error ends the
+// program with a message and exit code 1, not an out-of-range read or an abort (134).
+TEST_CASE("integration_engine: runs on a one-layer dump", "[docs][examples]") {
+  const std::string work = make_work("engine-one-layer");
+  write_dump(work + "/one", /*layers=*/1, /*tokens=*/256);
+  const int rc = run_engine(work + "/one", work + "/log.txt");
+  const std::string log = tail(work + "/log.txt");
+  INFO(log);
+  CHECK(rc == 0);
+  CHECK(log.find("integration example: all checks passed") != std::string::npos);
+}
+
+TEST_CASE("integration_engine: refuses input outside its limits, exit 1 with a message", "[docs][examples]") {
+  const std::string work = make_work("engine-refusals");
+  struct input {
+    std::string name, expect;
+  };
+  write_dump(work + "/three_d", 1, 256, /*three_d=*/true);  // [T,H,D]
+  write_dump(work + "/short", 1, 100);                       // T < 132
+  write_dump(work + "/no_v", 1, 256);                        // v.npy missing: read_npy throws bgtq::error
+  fs::remove(work + "/no_v/v.npy");
+  for (const input& in : {input{"three_d", "q.npy and k.npy must be [L,T,Hq,D] and [L,T,Hkv,D] (4-D)"},
+                          input{"short", "the example needs at least 132 tokens, the dump has 100"},
+                          input{"no_v", "integration example: error (io_error): cannot open"}}) {
+    const std::string log_path = work + "/" + in.name + ".log";
+    const int rc = run_engine(work + "/" + in.name, log_path);
+    const std::string log = tail(log_path);
+    INFO(in.name << ":\n" << log);
+    CHECK(rc == 1);
+    CHECK(log.find(in.expect) != std::string::npos);
   }
 }
