@@ -3,8 +3,9 @@
 //! Host-side glue between a CPU cache and its device mirror (plain C++): `describe`
 //! turns a kv_cache<gtq_pages, gtq_pages, bit_plane_layout> (Block-GTQ or uniform TQ
 //! keys, TQ-MSE values) into the cache_desc that device_cache::create uploads;
-//! `upload_all_pages` copies its page pool; `gather_window` packs the fp16 sink/recent
-//! windows of a batch into decode_args' window layout.
+//! `upload_all_pages` copies its page pool; `gather_batch` collects, for the sequences of
+//! a batch in one layer, their page tables, quantized token counts and fp16 sink/recent
+//! windows in decode_args' layout.
 
 #include <cstdint>
 #include <cstdio>
