@@ -2,7 +2,7 @@
 //! @file codebook/quantize.hpp
 //! The scalar quantization step shared by the CPU codecs and the CUDA kernels: a
 //! branch-free binary search over a codebook's thresholds. No std headers beyond
-//! <cstdint>, no allocation, no exceptions (safe in device code).
+//! `<cstdint>`, no allocation, no exceptions (safe in device code).
 
 #include <cstdint>
 

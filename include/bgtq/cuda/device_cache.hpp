@@ -10,9 +10,11 @@
 //!
 //! Byte layout (identical to the host kv_cache<gtq_pages, gtq_pages, bit_plane_layout>
 //! of the same configuration, so pages can be copied either way):
-//! `// pool = [layer][kv_head] arenas; arena(l,h) = [page][page_bytes(l,h)];
+//! \verbatim
+//! // pool = [layer][kv_head] arenas; arena(l,h) = [page][page_bytes(l,h)];
 //! //  page(l,h) = [key part: gtq_pages][value part: gtq_pages], 64-byte aligned parts;
-//! //  gtq part = [group codes: bit planes [coord][plane][P/8 bytes]]... [radii [group][P]]`
+//! //  gtq part = [group codes: bit planes [coord][plane][P/8 bytes]]... [radii [group][P]]
+//! \endverbatim
 //! The per-head plan (groups, widths, rotations, codebooks) is run-time data in device
 //! tables, so one launch serves every KV head of a layer.
 //!

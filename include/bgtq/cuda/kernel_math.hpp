@@ -540,13 +540,15 @@ inline constexpr int mma_qrow_slots = 16;
 static_assert(max_head_dim + 15 * max_part_groups <= 32 * mma_qrow_slots, "mma_qrow_slots: query rows");
 
 //! Shared-memory layout of the tensor-core split kernel, in bytes (16-byte aligned):
-//! `// qh [8 heads][qstride] fp16   scaled rotated queries, each key group 16-aligned, zero padded
+//! \verbatim
+//! // qh [8 heads][qstride] fp16   scaled rotated queries, each key group 16-aligned, zero padded
 //! // qf [8] float                 per-head score factor 2^e (the queries are scaled by 2^-e),
 //! //    then [8] uint32            the lanes' key multipliers 2^(8 - g) (mma::key_multiplier)
 //! // kg [key groups + 1] mma_group   key groups, then the value group
 //! // ht [half_table] fp16         centroids of groups wider than 4 bits
 //! // warp w at warp0 + w * warp_bytes: [wbuf: 8 x 36 words][two stage buffers of stage_bytes]
-//! //   (after the scan the same bytes hold the warp's partial: m[8], l[8], acc[128][8] floats)`
+//! //   (after the scan the same bytes hold the warp's partial: m[8], l[8], acc[128][8] floats)
+//! \endverbatim
 struct mma_smem {
   int qstride = 0;  //!< halves per query row: padded key coordinates + 8 (conflict-free B loads)
   int qh = 0, qf = 0, kg = 0, ht = 0, warp0 = 0, warp_bytes = 0, stage0 = 0, bytes = 0;

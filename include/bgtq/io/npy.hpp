@@ -1,7 +1,7 @@
 #pragma once
 //! @file io/npy.hpp
 //! NumPy `.npy` files (format versions 1.0, 2.0 and 3.0) holding little-endian float32
-//! (`'<f4'`) or float16 (`'<f2'`) arrays in C order: the activation files of blockgtq.
+//! (``'<f4'``) or float16 (``'<f2'``) arrays in C order: the activation files of blockgtq.
 //!
 //! File layout (see docs/formats.md):
 //! @code
@@ -398,7 +398,7 @@ inline void npy_encode(const float* src, std::size_t n, npy_dtype dt, unsigned c
 }
 
 //! Preamble + padded header of a .npy file, byte for byte what NumPy >= 1.24 writes:
-//! the dict `{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }`, then
+//! the dict ``{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }``, then
 //! 21 - len(str(shape[0])) growth spaces (none for 0-d), then spaces and a final '\n'
 //! so that the data starts at a multiple of 64 (NumPy adds a full 64 spaces when it
 //! would already be aligned). `major` = 0 picks 1.0, or 2.0 if the header needs more
