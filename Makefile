@@ -91,10 +91,13 @@ bench: build
 	@$(BUILD)/bin/bgtq bench encode
 
 # API reference (HTML) from the //! comments, with Doxygen when it is installed. Nothing
-# else depends on it.
+# else depends on it. The Doxyfile writes to build/docs; OUTPUT_DIRECTORY and WARN_LOGFILE
+# appended to it on doxygen's standard input move that to $(BUILD)/docs (later settings win).
 docs:
 	@if command -v doxygen >/dev/null 2>&1; then \
-	  mkdir -p $(BUILD)/docs && BGTQ_DOCS_DIR=$(BUILD)/docs doxygen Doxyfile && \
+	  mkdir -p "$(BUILD)/docs" && \
+	  { cat Doxyfile; echo 'OUTPUT_DIRECTORY = "$(BUILD)/docs"'; \
+	    echo 'WARN_LOGFILE = "$(BUILD)/docs/doxygen-warnings.txt"'; } | doxygen - && \
 	  echo "API reference: $(BUILD)/docs/html/index.html (warnings: $(BUILD)/docs/doxygen-warnings.txt)"; \
 	else \
 	  echo "make docs: doxygen is not installed (Debian: apt-get install doxygen)."; \
