@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # make fuzz-smoke: runs every fuzz target of a `make fuzz` build for a bounded time
 # from its seed corpus (tests/fuzz/corpus/<name>/) and its regressions
-# (tests/fuzz/regressions/<name>/), one after another, and fails on the first crash,
-# leak, timeout or out-of-memory. New inputs go to a scratch corpus under the build
+# (tests/fuzz/regressions/<name>/), one after another, all of them even when one
+# fails, then prints a summary and exits 1 if any target crashed, leaked, timed out,
+# ran out of memory or is missing from the build. It exits 1 before running anything
+# when the build's target list (BUILD_DIR/targets.txt, written when tests/fuzz is
+# configured) is missing or empty. New inputs go to a scratch corpus under the build
 # directory, never into the committed seeds. A crashing input is saved as
 # <build>/crashes/<name>-crash-<sha1>: copy it to tests/fuzz/regressions/<name>/ (where
 # test_fuzz replays it) and fix the bug.
@@ -11,7 +14,16 @@ set -uo pipefail
 build=${1:-build-fuzz}
 secs=${2:-60}
 src="$(cd "$(dirname "$0")" && pwd)"
-names=$(cat "$build/targets.txt")
+list="$build/targets.txt"
+if [ ! -r "$list" ]; then
+  echo "fuzz-smoke: no target list $list: build the fuzz targets first (make fuzz)" >&2
+  exit 1
+fi
+names=$(tr -s '[:space:]' ' ' < "$list")
+if [ -z "${names// /}" ]; then
+  echo "fuzz-smoke: $list names no target: nothing to run" >&2
+  exit 1
+fi
 mkdir -p "$build/crashes" "$build/work"
 summary="$build/fuzz-smoke.txt"
 printf '%-20s %12s %10s %8s %s\n' target executions exec/s corpus result > "$summary"
@@ -22,6 +34,11 @@ for n in $names; do
   dirs=("$work")
   for d in "$src/corpus/$n" "$src/regressions/$n"; do [ -d "$d" ] && dirs+=("$d"); done
   log="$build/work/$n.log"
+  if [ ! -x "$build/fuzz_$n" ]; then
+    printf '%-20s %12s %10s %8s %s\n' "$n" - - - "MISSING ($build/fuzz_$n)" | tee -a "$summary"
+    status=1
+    continue
+  fi
   echo "== fuzz_$n for ${secs} s"
   "$build/fuzz_$n" -max_total_time="$secs" -timeout=10 -rss_limit_mb=2048 -max_len=65536 \
     -print_final_stats=1 -artifact_prefix="$build/crashes/$n-" "${dirs[@]}" > "$log" 2>&1
