@@ -105,10 +105,13 @@ docs:
 	fi
 
 # libFuzzer targets (clang) in build-fuzz/: the .npy reader, the plan loader, the llama2.c
-# checkpoint and tokenizer loaders, the packed-page codecs and decode attention.
+# checkpoint and tokenizer loaders, the packed-page codecs, decode attention and the
+# eval-results JSON reader of `bgtq plot eval` (tests/fuzz/target_*.hpp, docs/errors.md
+# section 7). deps first (scripts/ensure-deps.sh): it checks for the CMake and Eigen the
+# fuzz project needs.
 FUZZ_CXX     ?= $(shell command -v clang++-14 || command -v clang++)
 FUZZ_SECONDS ?= 60
-fuzz:
+fuzz: deps
 	@test -n "$(FUZZ_CXX)" || { echo "make fuzz needs clang (apt-get install clang-14)"; exit 1; }
 	@cmake -S tests/fuzz -B build-fuzz -DCMAKE_CXX_COMPILER=$(FUZZ_CXX) -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
 	@cmake --build build-fuzz -j $(JOBS)

@@ -100,6 +100,10 @@ struct greedy_allocator {
 //! describe the shared budget and are the same in every element.
 //! @param pools        score sets, each non-empty, finite and >= 0
 //! @param total_budget bits for all blocks of all pools together (e.g. budget_for(avg, sum of sizes))
+//! @param b_min        smallest width of any block, 0..8 (0 lets a block be dropped)
+//! @param b_max        largest width of any block, b_min..8
+//! @param d            the distortion law D(b), a valid convex table
+//!                     (distortion_table::validate)
 //! @throws bgtq::error(invalid_argument) for no pools, an empty pool, a bad width range
 //! or table, a negative score (naming pool and index); non_finite for NaN/Inf scores;
 //! infeasible if total_budget < (total blocks) * b_min.

@@ -481,9 +481,13 @@ void check_decode(const Cache& cache, int layer, std::span<const int> seqs, cons
 }  // namespace detail
 
 //! Decode attention for one layer.
+//! @param cache the KV cache holding the sequences (read only)
+//! @param layer the layer to attend over, in [0, layers)
 //! @param seqs  sequence ids (batch B); each must hold at least one token in `layer`
 //! @param q     [B][q_heads][head_dim] post-RoPE queries of the new tokens
 //! @param out   [B][q_heads][head_dim] attention outputs
+//! @param ws    scratch sized for this cache (attention_workspace(cache), or one that
+//!              fits() it); reusable across calls, one per thread
 //! @param scale logit scale; 0 means 1/sqrt(head_dim)
 //! @throws bgtq::error for an unknown sequence, an empty one, a non-finite query
 //!         (`non_finite`), a query whose scores could overflow float (`invalid_argument`:

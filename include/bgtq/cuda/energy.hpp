@@ -28,13 +28,18 @@ class device_energy {
   device_energy(const device_energy&) = delete;
   device_energy& operator=(const device_energy&) = delete;
 
+  //! @param q_heads     query heads, a positive multiple of kv_heads
+  //! @param kv_heads    KV heads (>= 1); query head g belongs to KV head g / (q_heads / kv_heads)
+  //! @param head_dim    dimensions per head, even, 2..256
   //! @param block_dims  [L][2] flattened: the two head dims of block i
   //!                    (rope_layout::block_dims(i)), L = head_dim / 2
   //! @param max_tokens  tokens processed per internal pass (larger calls loop); the device
   //!                    holds 8 bytes per 256 of them for each (q or k, KV head, block)
-  //! Errors: invalid_argument (shapes, dims out of range), unsupported (head_dim > 256, or
-  //! max_tokens beyond int segment offsets: 256 * floor((2^31 - 1) / (2 * kv_heads * L))),
-  //! device_error.
+  //! @param out         receives the new object on success; untouched on an error
+  //! Errors: invalid_argument (head counts, an odd head_dim, dims out of range,
+  //! max_tokens < 1), shape_mismatch (block_dims not head_dim entries), unsupported
+  //! (head_dim > 256, or max_tokens beyond int segment offsets: 256 * floor((2^31 - 1) /
+  //! (2 * kv_heads * L))), capacity_exhausted (host allocation), device_error.
   static errc create(int q_heads, int kv_heads, int head_dim, const std::vector<int>& block_dims, long long max_tokens,
                      device_energy& out) noexcept;
 

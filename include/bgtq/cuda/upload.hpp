@@ -51,6 +51,9 @@ inline codec_desc describe_part(const gtq_pages::head_state& s) {
 }
 
 //! Description of a host cache for device_cache::create.
+//! @param c         the host cache (Block-GTQ or uniform TQ keys and values, bit-plane
+//!                  pages): its shape and every (layer, KV head) codec's groups,
+//!                  rotations and codebooks are described; its pages are not copied
 //! @param max_pages pool size of the device mirror (-1: the host cache's own)
 //! @throws bgtq::error(unsupported) for a group width outside 1..8
 template <class Layout>

@@ -452,6 +452,7 @@ inline std::vector<unsigned char> npy_bytes_version(const float* data, const std
 
 //! Parses a whole .npy file image from memory (the fuzzing entry point).
 //! @param bytes the file content (may be null when `size` is 0)
+//! @param size  its length in bytes: the whole file, nothing may follow the data
 //! @param name  used in error messages (normally the file name)
 //! @throws bgtq::error(format_error) for a malformed file: bad magic, unsupported
 //!         version, header past the end, unparsable dict (missing, duplicate or extra

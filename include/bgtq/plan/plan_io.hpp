@@ -227,7 +227,9 @@ inline std::vector<unsigned char> serialize_plan(const plan& p) {
 }
 
 //! Parses and fully validates a plan file image (the fuzzing entry point).
-//! @param name used in error messages (normally the file name)
+//! @param bytes the file content (may be null when `size` is 0)
+//! @param size  its length in bytes: the whole file, ending with its CRC-32C
+//! @param name  used in error messages (normally the file name)
 //! @throws bgtq::error with the file name, the first problem in file order and its byte
 //!         offset: format_error (truncated, bad magic, version 0, payload length
 //!         disagreeing with the file size, unknown flags, a field or count out of range,
