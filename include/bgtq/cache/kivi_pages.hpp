@@ -330,17 +330,23 @@ kivi_cache<Layout> make_kivi_cache(const cache_config& cfg, const kivi_options& 
 //! @throws bgtq::error as kivi_key_pages::make / kivi_value_pages::make, and
 //!         (invalid_argument) for a page size the layout or the 32-token key blocks cannot
 //!         hold (as cache_config's page_tokens)
+namespace detail {
+template <class Pages, class Layout>
+double kivi_stored_bytes_per_token(int head_dim, const kivi_options& o, int page_tokens, const char* who) {
+  check_page_tokens<Layout>(page_tokens, Pages::tokens_per_block, who);
+  typename Pages::head_state s = Pages::make(head_dim, o);
+  return static_cast<double>(Pages::template configure<Layout>(s, page_tokens)) / static_cast<double>(page_tokens);
+}
+}  // namespace detail
 template <class Layout = bit_plane_layout>
 double kivi_key_stored_bytes_per_token(int head_dim, const kivi_options& o, int page_tokens = 64) {
-  check_page_tokens<Layout>(page_tokens, kivi_key_pages::tokens_per_block, "kivi_key_stored_bytes_per_token");
-  kivi_key_pages::head_state s = kivi_key_pages::make(head_dim, o);
-  return static_cast<double>(kivi_key_pages::configure<Layout>(s, page_tokens)) / static_cast<double>(page_tokens);
+  return detail::kivi_stored_bytes_per_token<kivi_key_pages, Layout>(head_dim, o, page_tokens,
+                                                                     "kivi_key_stored_bytes_per_token");
 }
 template <class Layout = bit_plane_layout>
 double kivi_value_stored_bytes_per_token(int head_dim, const kivi_options& o, int page_tokens = 64) {
-  check_page_tokens<Layout>(page_tokens, kivi_value_pages::tokens_per_block, "kivi_value_stored_bytes_per_token");
-  kivi_value_pages::head_state s = kivi_value_pages::make(head_dim, o);
-  return static_cast<double>(kivi_value_pages::configure<Layout>(s, page_tokens)) / static_cast<double>(page_tokens);
+  return detail::kivi_stored_bytes_per_token<kivi_value_pages, Layout>(head_dim, o, page_tokens,
+                                                                       "kivi_value_stored_bytes_per_token");
 }
 
 }  // namespace bgtq

@@ -700,15 +700,11 @@ inline bool use_fibers() {
 // Without ThreadSanitizer these are no-ops: launches are synchronous.
 inline std::vector<launch_state*> unsynced;  // launches whose `done` the host has not acquired
 inline void host_sync() {
-#if defined(BGTQ_EMU_TSAN)
-  for (launch_state* l : unsynced) __tsan_acquire(&l->done);
-#endif
+  for (launch_state* l : unsynced) tsan_acquire(&l->done);
   unsynced.clear();
 }
 inline void dependency_wait() {
-#if defined(BGTQ_EMU_TSAN)
-  if (current->wait_for != nullptr) __tsan_acquire(current->wait_for);
-#endif
+  if (current->wait_for != nullptr) tsan_acquire(current->wait_for);
 }
 
 //! The order of a launch's CTAs. A device runs them in no fixed order, so a kernel
@@ -804,9 +800,7 @@ void stream_launch(bool overlapped, void (*kernel)(P...), dim3 grid, dim3 block,
         cp_drain();
         s.block.arrive_and_wait();
       }
-#if defined(BGTQ_EMU_TSAN)
-      __tsan_release(&s.done);
-#endif
+      tsan_release(&s.done);
   };
 #if defined(BGTQ_EMU_FIBERS)
   if (fibers) {

@@ -9,31 +9,40 @@ set -u
 exe=$1
 dir=$2
 rm -rf "$dir" && mkdir -p "$dir" || exit 1
+# the probes are the binary's "race probe: <probe> <missing|ordered>" cases
+names=$("$exe" --list-test-names-only "[.race]" | grep '^race probe: [a-z_]* \(missing\|ordered\)$')
+if [ "$(printf '%s\n' "$names" | grep -c ' missing$')" -lt 5 ] || [ "$(printf '%s\n' "$names" | grep -c ' ordered$')" -lt 5 ]; then
+  echo "FAILED: $exe lists fewer than 5 race probes of each variant:"
+  printf '%s\n' "$names"
+  exit 1
+fi
 failed=0
-for probe in block next_phase warp dependency cp_async; do
-  for variant in missing ordered; do
-    name="race probe: $probe $variant"
-    base="$dir/$probe-$variant"
-    TSAN_OPTIONS="halt_on_error=1 exitcode=66 log_path=$base.report" "$exe" --warn NoTests "$name" >"$base.txt" 2>&1
-    rc=$?
-    reports=$(ls "$base".report.* 2>/dev/null)
-    if [ "$variant" = missing ]; then
-      if [ "$rc" = 66 ] && [ -n "$reports" ] && grep -q "WARNING: ThreadSanitizer: data race" $reports &&
-        grep -q "probe_${probe}_kernel" $reports; then
-        echo "ok: $name: reported"
-        continue
-      fi
-      echo "FAILED: $name: exit $rc, expected a data race in probe_${probe}_kernel (exit 66):"
-    else
-      if [ "$rc" = 0 ] && [ -z "$reports" ] && grep -q "in 1 test case" "$base.txt"; then
-        echo "ok: $name: no report"
-        continue
-      fi
-      echo "FAILED: $name: exit $rc, expected the case to pass without a report:"
+IFS='
+'
+for name in $names; do
+  probe=${name#race probe: }
+  variant=${probe##* }
+  probe=${probe% *}
+  base="$dir/$probe-$variant"
+  TSAN_OPTIONS="halt_on_error=1 exitcode=66 log_path=$base.report" "$exe" --warn NoTests "$name" >"$base.txt" 2>&1
+  rc=$?
+  reports=$(ls "$base".report.* 2>/dev/null)
+  if [ "$variant" = missing ]; then
+    if [ "$rc" = 66 ] && [ -n "$reports" ] && grep -q "WARNING: ThreadSanitizer: data race" $reports &&
+      grep -q "probe_${probe}_kernel" $reports; then
+      echo "ok: $name: reported"
+      continue
     fi
-    failed=1
-    cat "$base.txt"
-    [ -n "$reports" ] && head -n 40 $reports
-  done
+    echo "FAILED: $name: exit $rc, expected a data race in probe_${probe}_kernel (exit 66):"
+  else
+    if [ "$rc" = 0 ] && [ -z "$reports" ] && grep -q "in 1 test case" "$base.txt"; then
+      echo "ok: $name: no report"
+      continue
+    fi
+    echo "FAILED: $name: exit $rc, expected the case to pass without a report:"
+  fi
+  failed=1
+  cat "$base.txt"
+  [ -n "$reports" ] && head -n 40 $reports
 done
 exit $failed
