@@ -7,8 +7,10 @@
 //                                        (default both; run.sh uses one process per path)
 //   exit: 0 ok, 1 a failure, 2 usage, 3 the tensor-core output disagreed with the
 //   CUDA-core output (the table and JSON are still written), 77 no device
-//   bench_decode [--quick | --tiny] [--runs N] [--json FILE]   (--tiny: T 256/1024, batch 1/2,
-//                                        a dry run of the program, e.g. on the CPU emulator)
+//   bench_decode [--quick | --tiny | --dry] [--runs N] [--json FILE]   (--tiny: T 256/1024, batch 1/2,
+//                                        a dry run of the program, e.g. on the CPU emulator;
+//                                        --dry: T 256, batch 1/2, 3 timed runs, not a
+//                                        measurement: run.sh's dry run, BGTQ_GPU_DRY=1)
 //                                        device-to-device copy bandwidth, then packed decode
 //                                        attention at T = 4K..512K, batch 1 and 16, D = 128,
 //                                        Hq = 32, Hkv = 8, Block-GTQ and uniform TQ-MSE at
@@ -246,7 +248,8 @@ struct row {
 //! window > 0: every decode also attends an fp16 window of that many tokens per sequence
 //! (random K/V rows, window_len = window for every b; bytes count them at 4·D per token).
 //! splits > 0 forces that split count (decode_args::splits) at every shape.
-int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, path_mode mode, int window, int splits) {
+//! dry (implies tiny): T = 256 only, `runs` as given (no minimum of 20).
+int run_bench(bool quick, bool tiny, bool dry, int runs, const std::string& json_path, path_mode mode, int window, int splits) {
   int dev = 0;
   DIE_CUDA(cudaGetDevice(&dev));
   cudaDeviceProp prop{};
@@ -258,7 +261,8 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, pat
                std::max(runs, 20));
 
   const int Hkv = 8, Hq = 32, D = 128, P = 64;
-  const std::vector<long long> Ts = tiny    ? std::vector<long long>{256, 1024}
+  const std::vector<long long> Ts = dry     ? std::vector<long long>{256}
+                                    : tiny  ? std::vector<long long>{256, 1024}
                                     : quick ? std::vector<long long>{4096, 32768}
                                             : std::vector<long long>{4096, 32768, 131072, 524288};
   const std::vector<int> batches = tiny ? std::vector<int>{1, 2} : std::vector<int>{1, 16};
@@ -516,7 +520,7 @@ int run_bench(bool quick, bool tiny, int runs, const std::string& json_path, pat
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool check = false, quick = false, probe = false, tiny = false, small = false;
+  bool check = false, quick = false, probe = false, tiny = false, small = false, dry = false;
   path_mode mode = path_mode::both;
   int runs = 25, window = 0, splits = 0;
   std::string json;
@@ -531,6 +535,8 @@ int main(int argc, char** argv) {
       quick = true;
     } else if (a == "--tiny") {
       tiny = true;
+    } else if (a == "--dry") {
+      tiny = dry = true;
     } else if (a == "--runs" && i + 1 < argc) {
       runs = std::max(20, std::atoi(argv[++i]));
     } else if (a == "--window" && i + 1 < argc) {
@@ -561,7 +567,7 @@ int main(int argc, char** argv) {
       }
     } else {
       std::fprintf(stderr,
-                   "usage: bench_decode [--probe | --check | --sanitize | [--quick | --tiny] [--runs N>=20] [--window N] [--splits N] [--json FILE]] "
+                   "usage: bench_decode [--probe | --check | --sanitize | [--quick | --tiny | --dry] [--runs N>=20] [--window N] [--splits N] [--json FILE]] "
                    "[--path both|cuda_cores|tensor_cores]\n");
       return 2;
     }
@@ -577,5 +583,5 @@ int main(int argc, char** argv) {
                 bgtq::cuda::pdl_disabled() ? "off (BGTQ_NO_PDL)" : "on where sm_90 code runs");
     return 0;
   }
-  return check ? run_checks(mode, small) : run_bench(quick, tiny, runs, json, mode, window, splits);
+  return check ? run_checks(mode, small) : run_bench(quick, tiny, dry, dry ? 3 : runs, json, mode, window, splits);
 }

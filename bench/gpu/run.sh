@@ -21,6 +21,10 @@
 # BGTQ_GPU_WINDOW=N (window rows with N tokens, 0 skips them), BGTQ_GPU_TIMEOUT, CXX, CUDACXX,
 # BGTQ_NO_PDL=1 (plain launches throughout; a failed check is rerun so once by itself),
 # BGTQ_GPU_BUILD_ONLY=1 (stop after building bench_decode and probing the device: bench/gpu/profile.sh).
+# Dry run without a GPU (ctest gpu_script:run_sh_dry): BGTQ_GPU_BENCH_BIN=<a built bench_decode>
+# skips step 1 and nvcc (the CPU emulator's build/bin/bench_decode_emu runs everything after
+# it), BGTQ_GPU_DRY=1 takes dry-run sizes (bench_decode --dry: T 256, 3 timed runs, and
+# --sanitize's short checks in place of --check): a test of this script, not a measurement.
 # Exit status: 0 all good, 1 a check failed or a step broke, 124 the time guard fired.
 set -euo pipefail
 
@@ -48,6 +52,14 @@ mkdir -p "$WORK/obj" "$OUTDIR"
 JOBS="$(nproc 2>/dev/null || echo 4)"
 START=$SECONDS
 
+BENCH="${BGTQ_GPU_BENCH_BIN:-}"
+DRY="${BGTQ_GPU_DRY:-0}"
+if [[ -n "$BENCH" ]]; then
+  [[ -x "$BENCH" ]] || die "BGTQ_GPU_BENCH_BIN=$BENCH is not an executable"
+  log "BGTQ_GPU_BENCH_BIN: no build, running $BENCH; results in $OUTDIR"
+  CUDA_HOME="$(dirname "$(dirname "$(command -v nvcc || echo /usr/local/cuda/bin/nvcc)")")"
+  NVCC="" SM_CC=""
+else
 # ---------------------------------------------------------------- toolchain
 NVCC="${CUDACXX:-}"
 [[ -z "$NVCC" ]] && NVCC="$(command -v nvcc || true)"
@@ -96,19 +108,25 @@ CUDA_LIBS=(-L"$CUDA_HOME/lib64" -L"$CUDA_HOME/targets/x86_64-linux/lib" -L"$CUDA
   "$ROOT/bench/gpu/bench_decode.cpp" "${objs[@]}" "${CUDA_LIBS[@]}" -o "$WORK/bench_decode" \
   || die "bench_decode build failed"
 log "bench_decode built ($((SECONDS - START)) s)"
+BENCH="$WORK/bench_decode"
+fi
 set +e
-"$WORK/bench_decode" --probe >&2
+"$BENCH" --probe >&2
 probe=$?
 set -e
 [[ $probe -eq 0 ]] || die "no usable CUDA device (bench_decode --probe exit $probe); nothing was measured"
-if [[ "${BGTQ_GPU_BUILD_ONLY:-0}" == "1" ]]; then log "built $WORK/bench_decode (BGTQ_GPU_BUILD_ONLY=1: no checks, no timings)"; exit 0; fi
+if [[ "${BGTQ_GPU_BUILD_ONLY:-0}" == "1" ]]; then log "built $BENCH (BGTQ_GPU_BUILD_ONLY=1: no checks, no timings)"; exit 0; fi
 
 # ---------------------------------------------------------------- 2. correctness
 checks_ok=1
 CHECKS="$OUTDIR/checks.txt"
 : > "$CHECKS"
 use_ctest=0
-if [[ "${BGTQ_GPU_CTEST:-auto}" != "0" ]] && command -v cmake >/dev/null 2>&1 && command -v ctest >/dev/null 2>&1; then
+check_mode=--check
+[[ "$DRY" == "1" ]] && check_mode=--sanitize
+if [[ -n "${BGTQ_GPU_BENCH_BIN:-}" ]]; then
+  log "BGTQ_GPU_BENCH_BIN: $BENCH $check_mode (no Catch2 build)"
+elif [[ "${BGTQ_GPU_CTEST:-auto}" != "0" ]] && command -v cmake >/dev/null 2>&1 && command -v ctest >/dev/null 2>&1; then
   if cmake -S "$ROOT" -B "$WORK/cmake" -DCMAKE_BUILD_TYPE=Release -DBGTQ_CUDA_ARCHITECTURES="${SM_CC:-native}" \
        -DCMAKE_CUDA_COMPILER="$NVCC" -DBGTQ_BUILD_TOOLS=OFF -DBGTQ_BUILD_BENCH=OFF -DBGTQ_BUILD_TESTS=ON \
        > "$WORK/cmake-configure.log" 2>&1; then
@@ -131,8 +149,8 @@ if [[ $use_ctest -eq 1 ]]; then
 fi
 if [[ $use_ctest -eq 0 ]]; then
   # one process per split kernel: a fault in one (a sticky CUDA error) cannot hide the other's results
-  "$WORK/bench_decode" --check --path cuda_cores 2>&1 | tee -a "$CHECKS" >&2 || checks_ok=0
-  "$WORK/bench_decode" --check --path tensor_cores 2>&1 | tee -a "$CHECKS" >&2 || checks_ok=0
+  "$BENCH" $check_mode --path cuda_cores 2>&1 | tee -a "$CHECKS" >&2 || checks_ok=0
+  "$BENCH" $check_mode --path tensor_cores 2>&1 | tee -a "$CHECKS" >&2 || checks_ok=0
 fi
 if [[ $checks_ok -eq 1 ]]; then
   log "checks passed ($((SECONDS - START)) s)"
@@ -143,12 +161,12 @@ else
   if [[ -z "${BGTQ_NO_PDL:-}" ]]; then
     for path in cuda_cores tensor_cores; do
       set +e
-      BGTQ_NO_PDL=1 timeout --kill-after=5 90 "$WORK/bench_decode" --check --path "$path" > "$WORK/check_no_pdl_$path.txt" 2>&1
+      BGTQ_NO_PDL=1 timeout --kill-after=5 90 "$BENCH" $check_mode --path "$path" > "$WORK/check_no_pdl_$path.txt" 2>&1
       nrc=$?
       set -e
       verdict="FAILS too (exit $nrc): not the launch overlap"
       [[ $nrc -eq 0 ]] && verdict="passes: the fault needs overlapped launches (programmatic dependent launch)"
-      echo "diagnosis: bench_decode --check --path $path with BGTQ_NO_PDL=1 $verdict" | tee -a "$CHECKS" >&2
+      echo "diagnosis: bench_decode $check_mode --path $path with BGTQ_NO_PDL=1 $verdict" | tee -a "$CHECKS" >&2
     done
   fi
 fi
@@ -156,14 +174,17 @@ fi
 # ---------------------------------------------------------------- 3. benchmark
 QUICK=()
 [[ "${BGTQ_GPU_QUICK:-0}" == "1" ]] && QUICK=(--quick)
+[[ "$DRY" == "1" ]] && QUICK=(--dry)
+WINDOW_SIZES=--quick
+[[ "$DRY" == "1" ]] && WINDOW_SIZES=--dry
 log "benchmark: copy bandwidth and packed decode attention (CUDA-core split kernel)"
-"$WORK/bench_decode" ${QUICK[@]+"${QUICK[@]}"} --runs 25 --path cuda_cores --json "$OUTDIR/packed.json" \
+"$BENCH" ${QUICK[@]+"${QUICK[@]}"} --runs 25 --path cuda_cores --json "$OUTDIR/packed.json" \
   > "$OUTDIR/packed_table.txt" || die "bench_decode (cuda_cores) failed"
 log "packed decode timed, CUDA cores ($((SECONDS - START)) s)"
 PACKED=(--packed "$OUTDIR/packed.json")
 log "benchmark: the tensor-core split kernel (compared with the CUDA-core output at every shape)"
 set +e
-"$WORK/bench_decode" ${QUICK[@]+"${QUICK[@]}"} --runs 25 --path tensor_cores --json "$OUTDIR/packed_tc.json" \
+"$BENCH" ${QUICK[@]+"${QUICK[@]}"} --runs 25 --path tensor_cores --json "$OUTDIR/packed_tc.json" \
   > "$OUTDIR/packed_tc_table.txt"
 tc_rc=$?
 set -e
@@ -192,9 +213,9 @@ fi
 WINDOW_TOKENS="${BGTQ_GPU_WINDOW:-132}"
 left=$((GUARD_S - (SECONDS - START)))
 if [[ "$WINDOW_TOKENS" != "0" ]] && (( left >= 150 )); then
-  log "benchmark: packed decode with a ${WINDOW_TOKENS}-token fp16 window (T = 4K, 32K)"
+  log "benchmark: packed decode with a ${WINDOW_TOKENS}-token fp16 window (bench_decode $WINDOW_SIZES)"
   set +e
-  timeout --kill-after=5 60 "$WORK/bench_decode" --quick --window "$WINDOW_TOKENS" --runs 20 --path cuda_cores \
+  timeout --kill-after=5 60 "$BENCH" $WINDOW_SIZES --window "$WINDOW_TOKENS" --runs 20 --path cuda_cores \
     --json "$OUTDIR/window.json" > "$OUTDIR/window_table.txt"
   wrc=$?
   set -e
@@ -230,7 +251,7 @@ else
     log "compute-sanitizer --tool $tool (at most ${left}s)"
     set +e
     timeout --kill-after=5 "$left" "$SAN" --tool "$tool" --error-exitcode 9 --print-limit 20 \
-      "$WORK/bench_decode" --sanitize > "$WORK/sanitizer_$tool.txt" 2>&1
+      "$BENCH" --sanitize > "$WORK/sanitizer_$tool.txt" 2>&1
     src=$?
     set -e
     { echo "== $tool (exit $src)"; cat "$WORK/sanitizer_$tool.txt"; } >> "$SANLOG"

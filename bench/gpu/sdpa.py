@@ -193,9 +193,11 @@ def main():
             lines.append(f"{r['method']:<16} {r['kv']:<5} {B:>5} {T:>7} {r['time_us']:>10.1f} {r['bytes']:>13.0f} "
                          f"{r['frac_copy_bw']:>8.3f} {fmt(x[0])} {fmt(x[1])} {fmt(x[2])}")
             rows_out.append({**r, "speedup_vs_fp16": x[0], "speedup_vs_best_fp16": x[1], "speedup_vs_fp16_floor": x[2]})
+    packed_runs = packed.get("runs", runs)
+    runs_text = f"{runs} runs" if packed_runs == runs else f"{runs} runs (packed rows: {packed_runs})"
     foot = [
         f"device: {packed['device']} ({packed['sms']} SMs); copy bandwidth {copy_bw * 1e-9:.1f} GB/s "
-        f"(cudaMemcpy D2D, 2 x bytes / time); Hq={Hq} Hkv={Hkv} D={D}; median of {runs} runs (CUDA events, "
+        f"(cudaMemcpy D2D, 2 x bytes / time); Hq={Hq} Hkv={Hkv} D={D}; median of {runs_text} (CUDA events, "
         "L2 evicted before each)",
         "frac_bw: bytes moved / time / copy bandwidth; x_fp16: fp16 SDPA time (PyTorch's own dispatch) / this time "
         "(>1 = faster); x_best: the fastest SDPA backend pinned (flash, efficient, cudnn; row 'fp16 <name>' when it "
