@@ -4,6 +4,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
@@ -12,6 +16,39 @@
 #include <vector>
 
 #include "common.hpp"
+
+namespace {
+//! Runs f(); aborts the program (a failed ctest entry, not a hang until its timeout) if
+//! f has not returned after `seconds`.
+template <class F>
+void within(int seconds, const char* what, F&& f) {
+  std::mutex m;
+  std::condition_variable cv;
+  bool done = false;
+  std::thread dog([&] {
+    std::unique_lock<std::mutex> lk(m);
+    if (!cv.wait_for(lk, std::chrono::seconds(seconds), [&] { return done; })) {
+      std::fprintf(stderr, "%s: still running after %d s (deadlock)\n", what, seconds);
+      std::abort();
+    }
+  });
+  struct finish {
+    std::mutex& m;
+    std::condition_variable& cv;
+    bool& done;
+    std::thread& dog;
+    ~finish() {
+      {
+        std::lock_guard<std::mutex> g(m);
+        done = true;
+      }
+      cv.notify_all();
+      dog.join();
+    }
+  } fin{m, cv, done, dog};
+  f();
+}
+}  // namespace
 
 TEST_CASE("thread_pool runs every task exactly once, for any pool size and task count", "[core][pool]") {
   for (int threads : {0, 1, 2, 5}) {
@@ -93,4 +130,23 @@ TEST_CASE("thread_pool: each worker index belongs to one thread (per-worker work
     REQUIRE(ids.size() == 1);
   }
   for (const auto& [id, ws] : indices_of) REQUIRE(ws.size() == 1);
+}
+
+TEST_CASE("thread_pool: INT_MAX tasks never hand a task a negative index", "[core][pool]") {
+  // the task counter must not wrap: after a throw sets it to n = INT_MAX, each worker's
+  // last fetch_add went past INT_MAX and the next one handed out INT_MIN, INT_MIN + 1, ...
+  within(60, "INT_MAX tasks", [] {
+    bgtq::thread_pool pool(4);
+    std::atomic<int> negative{0};
+    REQUIRE_THROWS_WITH(pool.run(INT_MAX,
+                                 [&](int t, int) {
+                                   if (t < 0) {
+                                     negative.fetch_add(1);
+                                     throw std::runtime_error("negative task");
+                                   }
+                                   if (t == 0) throw std::runtime_error("task 0 failed");
+                                 }),
+                        "task 0 failed");
+    REQUIRE(negative.load() == 0);
+  });
 }

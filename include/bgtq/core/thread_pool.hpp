@@ -72,7 +72,9 @@ class thread_pool {
  private:
   void work(int worker) {
     try {
-      for (int t = next_.fetch_add(1); t < tasks_; t = next_.fetch_add(1)) call_(job_, t, worker);
+      // a 64-bit counter: each worker's last fetch_add goes past tasks_ (and a throw sets it
+      // to tasks_ first), which with n = INT_MAX would wrap an int to negative tasks
+      for (std::int64_t t = next_.fetch_add(1); t < tasks_; t = next_.fetch_add(1)) call_(job_, static_cast<int>(t), worker);
     } catch (...) {
       next_.store(tasks_);  // the tasks not started yet are skipped
       std::lock_guard<std::mutex> g(m_);
@@ -111,7 +113,7 @@ class thread_pool {
   const void* job_ = nullptr;
   void (*call_)(const void*, int, int) = nullptr;
   int tasks_ = 0;
-  std::atomic<int> next_{0};
+  std::atomic<std::int64_t> next_{0};
   int busy_ = 0;
   std::uint64_t generation_ = 0;
   bool stop_ = false;
