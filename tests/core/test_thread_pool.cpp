@@ -132,6 +132,57 @@ TEST_CASE("thread_pool: each worker index belongs to one thread (per-worker work
   for (const auto& [id, ws] : indices_of) REQUIRE(ws.size() == 1);
 }
 
+TEST_CASE("thread_pool: run from two threads at once runs both jobs completely, no deadlock", "[core][pool]") {
+  // decode_attention(..., pool, ws) from two engine threads sharing one pool: the calls
+  // take turns (before, the second run overwrote the first's job and counters: tasks were
+  // lost or both callers waited forever)
+  within(60, "two concurrent run() callers", [] {
+    bgtq::thread_pool pool(3);
+    std::atomic<long> a{0}, b{0};
+    const int reps = 2000;
+    std::thread other([&] {
+      for (int r = 0; r < reps; ++r)
+        pool.run(40, [&](int, int) {
+          b.fetch_add(1);
+          std::this_thread::yield();
+        });
+    });
+    for (int r = 0; r < reps; ++r)
+      pool.run(40, [&](int, int) {
+        a.fetch_add(1);
+        std::this_thread::yield();
+      });
+    other.join();
+    REQUIRE(a.load() == reps * 40L);
+    REQUIRE(b.load() == reps * 40L);
+  });
+}
+
+TEST_CASE("thread_pool: run from inside one of its own tasks is an error, not lost tasks or a deadlock", "[core][pool]") {
+  // before: the nested run replaced the outer job, so the outer tasks not yet started were
+  // silently skipped (3 of 10 ran) and run() returned as if all were done
+  for (int threads : {1, 3}) {
+    INFO("threads " << threads);
+    within(60, "nested run()", [&] {
+      bgtq::thread_pool pool(threads);
+      std::atomic<int> outer{0}, inner{0};
+      const bgtq::errc code = bgtq_test::error_code_of([&] {
+        pool.run(10, [&](int t, int) {
+          if (t == 2) pool.run(4, [&](int, int) { inner.fetch_add(1); });
+          outer.fetch_add(1);
+        });
+      });
+      REQUIRE(code == bgtq::errc::invalid_argument);
+      REQUIRE(inner.load() == 0);
+      // still usable, and a run on another pool from inside a task is fine
+      bgtq::thread_pool other(2);
+      std::atomic<int> count{0};
+      pool.run(8, [&](int, int) { other.run(5, [&](int, int) { count.fetch_add(1); }); });
+      REQUIRE(count.load() == 40);
+    });
+  }
+}
+
 TEST_CASE("thread_pool: INT_MAX tasks never hand a task a negative index", "[core][pool]") {
   // the task counter must not wrap: after a throw sets it to n = INT_MAX, each worker's
   // last fetch_add went past INT_MAX and the next one handed out INT_MIN, INT_MIN + 1, ...

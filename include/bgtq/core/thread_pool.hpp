@@ -5,7 +5,9 @@
 //! the calling thread (worker 0) and the pool's threads (workers 1..), and returns when
 //! every task is done. Tasks are taken from an atomic counter. If f throws, the tasks not
 //! yet started are skipped and run() rethrows the first exception once every worker is
-//! idle again (nothing is allocated unless that happens).
+//! idle again (nothing is allocated unless that happens). Calls from several threads take
+//! turns (one run at a time); a run() from inside one of the pool's own tasks is an error
+//! (bgtq::error, invalid_argument), since it would wait for the worker that makes it.
 
 #include <atomic>
 #include <condition_variable>
@@ -23,7 +25,8 @@
 
 namespace bgtq {
 
-//! Fixed-size pool of worker threads. Not copyable; one run() at a time.
+//! Fixed-size pool of worker threads. Not copyable; one run() at a time (concurrent
+//! callers wait for their turn).
 class thread_pool {
  public:
   //! A pool with `threads` workers in total, the calling thread included (>= 1).
@@ -48,9 +51,23 @@ class thread_pool {
   //! Runs f(task, worker) for every task in [0, n); blocks until all are done. `f` is
   //! any callable (a lambda, a std::function): it is called through a pointer to it and
   //! one function pointer, so nothing is allocated (decode attention promises that).
+  //! @throws bgtq::error(invalid_argument) when called from inside one of this pool's own
+  //!         tasks (nested: the pool would wait for itself); whatever f throws (the first)
   template <class F>
   void run(int n, const F& f) {
     if (n <= 0) return;
+    const std::thread::id me = std::this_thread::get_id();
+    bool nested = caller_.load() == me;
+    for (const std::thread& w : workers_) nested = nested || w.get_id() == me;
+    if (nested)
+      fail(errc::invalid_argument,
+           "thread_pool::run: called from inside one of the pool's own tasks (a nested run on the same pool)");
+    std::lock_guard<std::mutex> turn(run_m_);  // concurrent callers take turns
+    caller_.store(me);
+    struct clear_caller {
+      std::atomic<std::thread::id>& c;
+      ~clear_caller() { c.store(std::thread::id{}); }
+    } clear{caller_};
     {
       std::lock_guard<std::mutex> g(m_);
       job_ = &f;
@@ -109,6 +126,8 @@ class thread_pool {
 
   std::vector<std::thread> workers_;
   std::mutex m_;
+  std::mutex run_m_;                        //!< held by the thread in run()
+  std::atomic<std::thread::id> caller_{};   //!< the thread in run(), or none
   std::condition_variable cv_, done_;
   const void* job_ = nullptr;
   void (*call_)(const void*, int, int) = nullptr;
