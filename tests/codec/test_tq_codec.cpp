@@ -219,19 +219,37 @@ TEST_CASE("norm correction stores r/||c|| so the decoded norm equals the input n
   p.norm_correction = true;
   p.radius = bgtq::radius_format::fp32;
   const bgtq::tq_mse_codec c(p);
+  // the same codec without the correction: norm correction changes the stored radius only,
+  // never the codes (a decoded norm equal to the input's alone holds for any codes, so the
+  // codes and the radius r/||c|| are checked against the plain codec's)
+  p.norm_correction = false;
+  const bgtq::tq_mse_codec plain(p);
+  REQUIRE(plain.bytes() == c.bytes());
+  const std::size_t code_bytes = bgtq::bit_tight::bytes(64, 2);
+  const auto& cb = bgtq::get_codebook(bgtq::codebook_kind::sphere, 64, 2);
   const auto x = make_vectors(64, 50, false, 9);
-  std::vector<std::uint8_t> buf(c.bytes());
+  std::vector<std::uint8_t> buf(c.bytes()), ref(plain.bytes()), codes(64);
   std::vector<float> y(64);
   for (int i = 0; i < 50; ++i) {
     const float* xi = x.data() + i * 64;
     REQUIRE(c.encode(xi, buf.data()) == bgtq::errc::ok);
+    REQUIRE(plain.encode(xi, ref.data()) == bgtq::errc::ok);
+    REQUIRE(std::equal(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(code_bytes), ref.begin()));
+    bgtq::bit_tight::unpack(buf.data(), 64, 2, codes.data());
+    double cn = 0;
+    for (std::uint8_t k : codes) cn += static_cast<double>(cb.centroids()[k]) * cb.centroids()[k];
+    const double r = bgtq::detail::load_radius(ref.data() + code_bytes, true);
+    REQUIRE(bgtq::detail::load_radius(buf.data() + code_bytes, true) == Approx(r / std::sqrt(cn)).epsilon(1e-6));
     c.decode(buf.data(), y.data());
-    double a = 0, b = 0;
+    double a = 0, b = 0, e = 0;
     for (int j = 0; j < 64; ++j) {
       a += static_cast<double>(xi[j]) * xi[j];
       b += static_cast<double>(y[static_cast<std::size_t>(j)]) * y[static_cast<std::size_t>(j)];
+      e += (xi[j] - y[static_cast<std::size_t>(j)]) * (xi[j] - y[static_cast<std::size_t>(j)]);
     }
     REQUIRE(std::sqrt(b) == Approx(std::sqrt(a)).epsilon(1e-5));
+    // and the direction is the quantized one: a 2-bit 64-vector's error (codebook MSE ~0.117)
+    CHECK(e / a < 0.3);
   }
 }
 
