@@ -299,6 +299,22 @@ TEST_CASE("fp16 codec round-trips halves and rejects values beyond the fp16 rang
   for (int i = 0; i < 4; ++i) REQUIRE(y[i] == x[i]);
   const float big[4] = {1.0f, 70000.0f, 0.0f, 0.0f};
   REQUIRE(c.encode(big, buf) == bgtq::errc::non_finite);
+  // the documented edge on both signs: |x| <= 65519 rounds to 65504 and is kept, from
+  // 65520 on fp16 rounding gives Inf and encode refuses it, writing nothing
+  for (const float sign : {1.0f, -1.0f}) {
+    INFO("sign " << sign);
+    const float edge[4] = {sign * 65519.0f, sign * 65505.0f, 0.5f, 0.0f};
+    REQUIRE(c.encode(edge, buf) == bgtq::errc::ok);
+    c.decode(buf, y);
+    REQUIRE(y[0] == sign * 65504.0f);
+    REQUIRE(y[1] == sign * 65504.0f);
+    const std::vector<std::uint8_t> before(buf, buf + 8);
+    for (const float beyond : {65520.0f, 70000.0f, 3e38f}) {
+      const float bad[4] = {0.5f, 0.0f, sign * beyond, 1.0f};
+      REQUIRE(c.encode(bad, buf) == bgtq::errc::non_finite);
+      REQUIRE(std::equal(before.begin(), before.end(), buf));
+    }
+  }
 }
 
 TEST_CASE("quantize reports the radius as stored: fp16 saturates at 65504 and is counted", "[codec]") {
