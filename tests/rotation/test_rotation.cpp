@@ -116,6 +116,32 @@ TEMPLATE_TEST_CASE("haar and structured are orthogonal for every n = 2..256", "[
 
 TEST_CASE("identity and n = 1 rotations are orthogonal", "[rotation]") {
   for (int n : {1, 2, 3, 17}) REQUIRE(orthogonality_error(bgtq::dense_matrix(bgtq::identity_rotation(n)), n) == 0.0);
+  // and it is I itself, not just some orthogonal map (a reversal or any other signed
+  // permutation is orthogonal and self-consistent too): every entry, and apply / its
+  // transpose / the batches, in and out of place, return x bit for bit
+  for (int n : {1, 2, 3, 16, 17, 64}) {
+    INFO("n = " << n);
+    const bgtq::identity_rotation id(n);
+    const std::vector<float> m = bgtq::dense_matrix(id);
+    for (int i = 0; i < n; ++i)
+      for (int j = 0; j < n; ++j) REQUIRE(m[static_cast<std::size_t>(i) * n + j] == (i == j ? 1.0f : 0.0f));
+    std::vector<float> xs;
+    for (int v = 0; v < 2; ++v) {
+      const auto xv = random_vector(n, 30 + static_cast<std::uint64_t>(v));
+      xs.insert(xs.end(), xv.begin(), xv.end());
+    }
+    std::vector<float> y(xs.size()), t(xs.size()), in = xs;
+    id.apply(xs.data(), y.data());
+    id.apply_transpose(xs.data(), t.data());
+    REQUIRE(std::equal(xs.begin(), xs.begin() + n, y.begin()));
+    REQUIRE(std::equal(xs.begin(), xs.begin() + n, t.begin()));
+    id.apply_batch(xs.data(), y.data(), 2);
+    id.apply_transpose_batch(xs.data(), t.data(), 2);
+    id.apply_batch(in.data(), in.data(), 2);
+    REQUIRE(same_bits(y, xs));
+    REQUIRE(same_bits(t, xs));
+    REQUIRE(same_bits(in, xs));
+  }
   // n = 1: P = ±1 for every policy
   for (std::uint64_t seed : {1u, 2u, 3u, 4u}) {
     for (const auto& m : {bgtq::dense_matrix(bgtq::haar_rotation(1, seed)), bgtq::dense_matrix(bgtq::hadamard_rotation(1, seed)),
