@@ -16,6 +16,7 @@
 #include <bgtq/cache/factory.hpp>
 #include <bgtq/cache/kivi_pages.hpp>
 #include <bgtq/codec/kivi.hpp>
+#include <bgtq/codec/tq_codec.hpp>
 
 #include <cmath>
 #include <cstring>
@@ -235,4 +236,71 @@ TEST_CASE("KIVI's stored bytes per token are the cache's bytes_per_token, page a
   o.bits = 2;
   CHECK(bgtq::kivi_key_stored_bytes_per_token(10, o) == 4.0);
   CHECK(bgtq::kivi_value_stored_bytes_per_token(10, o) == 7.0);
+}
+
+// The cases above compare the cache with plan_value_codec and block_gtq_codec::from_plan,
+// the very functions the cache is built from, and their plans all use the default
+// codebook, radius format and no norm correction: they hold whatever seed, rotation or
+// options those functions pick. Here both are pinned to their documented contract.
+// Values: uniform TQ-MSE over the whole head in natural dim order, at p.value_bits, with
+// p.value_rotation, the head's own value seed value_seeds[layer * kv_heads + h], and the
+// plan's codebook, value radius format and norm correction, against an independently
+// built tq_mse_codec. Keys: the head plan heads[layer * kv_heads + h] with the plan's
+// codebook, key radius format and norm correction. (Giving every head the value seed of
+// head (0, 0), dropping p.value_rotation, or always using the sphere codebook passed
+// test_cache, test_errors and test_plan.)
+TEST_CASE("plan codecs use each head's own seed and plan, the value rotation, codebook, radius format and norm correction",
+          "[cache][codecs]") {
+  const int D = 64;
+  const bgtq::rotation_kind rots[] = {bgtq::rotation_kind::haar, bgtq::rotation_kind::hadamard, bgtq::rotation_kind::structured,
+                                      bgtq::rotation_kind::identity};
+  const bgtq::codebook_kind books[] = {bgtq::codebook_kind::sphere, bgtq::codebook_kind::gaussian, bgtq::codebook_kind::uniform};
+  int combo = 0;
+  for (const auto rot : rots)
+    for (const auto book : books) {
+      ++combo;
+      auto p = random_plan(k_layers, k_heads, 2 * k_heads, D, bgtq::rope_pairing::half, 2, 5, 3, 123);
+      p.value_rotation = rot;
+      p.codebook = book;
+      p.key_radius = combo % 2 ? bgtq::radius_format::fp32 : bgtq::radius_format::fp16;
+      p.value_radius = combo % 3 ? bgtq::radius_format::fp16 : bgtq::radius_format::fp32;
+      p.norm_correction = combo % 4 == 1;
+      INFO("value rotation " << bgtq::to_string(rot) << ", codebook " << bgtq::to_string(book) << ", combo " << combo);
+      std::vector<float> x(static_cast<std::size_t>(D));
+      fill_normal(x, 5, 1.0f);
+      std::vector<std::vector<std::uint8_t>> records;
+      for (int l = 0; l < k_layers; ++l)
+        for (int h = 0; h < k_heads; ++h) {
+          INFO("layer " << l << " head " << h);
+          const std::size_t at = static_cast<std::size_t>(l * k_heads + h);
+          const auto codec = bgtq::plan_value_codec(p, l, h);
+          bgtq::tq_params tp;
+          tp.dim = D;
+          tp.bits = p.value_bits;
+          tp.rotation = rot;
+          tp.seed = p.value_seeds[at];
+          tp.codebook = book;
+          tp.radius = p.value_radius;
+          tp.norm_correction = p.norm_correction;
+          const bgtq::tq_mse_codec want(tp);
+          REQUIRE(codec.bytes() == want.bytes());
+          std::vector<std::uint8_t> got_rec(codec.bytes()), want_rec(want.bytes());
+          REQUIRE(codec.encode(x.data(), got_rec.data()) == bgtq::errc::ok);
+          REQUIRE(want.encode(x.data(), want_rec.data()) == bgtq::errc::ok);
+          REQUIRE(got_rec == want_rec);
+          records.push_back(got_rec);
+          // keys
+          const auto key = bgtq::block_gtq_codec::from_plan(p, l, h);
+          const bgtq::block_gtq_codec key_want(p.heads[at], p.rope, bgtq::key_codec_options{book, p.key_radius, p.norm_correction});
+          REQUIRE(key.bytes() == key_want.bytes());
+          std::vector<std::uint8_t> kr(key.bytes()), kw(key.bytes());
+          REQUIRE(key.encode(x.data(), kr.data()) == bgtq::errc::ok);
+          REQUIRE(key_want.encode(x.data(), kw.data()) == bgtq::errc::ok);
+          REQUIRE(kr == kw);
+        }
+      // the heads' value codecs really differ (identity has no seed to differ by)
+      if (rot != bgtq::rotation_kind::identity)
+        for (std::size_t a = 0; a < records.size(); ++a)
+          for (std::size_t b = a + 1; b < records.size(); ++b) CHECK(records[a] != records[b]);
+    }
 }
