@@ -262,9 +262,28 @@ TEST_CASE("Block-GTQ codec: record size, groups and per-group error", "[codec]")
   REQUIRE(c.groups().size() == 3);
   // codes: 32*2 + 64*3 + 32*4 bits = 48 bytes, 3 fp16 radii
   REQUIRE(c.bytes() == 48 + 3 * 2);
-  // group dims follow the RoPE layout: block i = dims (i, i + 64)
+  // group dims follow the RoPE layout: block i = dims (i, i + 64), in the order of the
+  // plan's blocks, for every block of every group (a group holding another group's
+  // block keeps the size and, on isotropic data, the error: only this sees it)
   REQUIRE(c.groups()[0].dims[0] == 0);
   REQUIRE(c.groups()[0].dims[1] == 64);
+  std::vector<int> seen(128, 0);
+  for (std::size_t gi = 0; gi < c.groups().size(); ++gi) {
+    const auto& g = c.groups()[gi];
+    const auto& spec = hp.groups[gi];
+    REQUIRE(g.quantizer.bits() == spec.bits);
+    REQUIRE(g.dims.size() == 2 * spec.blocks.size());
+    for (std::size_t k = 0; k < spec.blocks.size(); ++k) {
+      const int b = spec.blocks[k];
+      INFO("group " << gi << " block " << b);
+      REQUIRE(w[static_cast<std::size_t>(b)] == spec.bits);
+      REQUIRE(g.dims[2 * k] == b);
+      REQUIRE(g.dims[2 * k + 1] == b + 64);
+      ++seen[static_cast<std::size_t>(b)];
+      ++seen[static_cast<std::size_t>(b + 64)];
+    }
+  }
+  for (int n : seen) REQUIRE(n == 1);
   const auto x = make_vectors(128, 2000, false, 5);
   const double m = measured_mse(c, x);
   // each group is an independent TQ-MSE vector: the error is the width-weighted mix
