@@ -58,6 +58,39 @@ TEST_CASE("build_plan scopes share one budget per layer or model", "[plan]") {
     REQUIRE(total == 2 * 3 * 8 * 6);
     REQUIRE(p.scope == scope);
   }
+  // the totals above hold for any split of the budget (per head too): here the pools are
+  // pinned. Layer 0's heads carry 1e4 x the energy: one model-wide pool moves bits to
+  // layer 0, a per-layer pool cannot, and each scope's widths are greedy's over its pool's
+  // concatenated blocks (pooled greedy equals it bit for bit, test_dp)
+  auto loud = s;
+  for (std::size_t i = 0; i < 2 * 8; ++i) loud[i] *= 1e4;
+  for (auto scope : {bgtq::alloc_scope::layer, bgtq::alloc_scope::model}) {
+    INFO("scope " << (scope == bgtq::alloc_scope::layer ? "layer" : "model"));
+    bgtq::plan_options o;
+    o.avg_bits = 3;
+    o.scope = scope;
+    const bgtq::plan p = bgtq::build_plan(3, 2, 2, rope, loud, o);
+    const std::size_t pool = scope == bgtq::alloc_scope::layer ? 2 * 8 : 3 * 2 * 8;
+    for (std::size_t first = 0; first < loud.size(); first += pool) {
+      bgtq::allocation_request r;
+      r.scores = std::span<const double>(loud).subspan(first, pool);
+      r.budget = bgtq::budget_for(o.avg_bits, static_cast<int>(pool));
+      r.b_min = o.b_min;
+      r.b_max = o.b_max;
+      r.distortion = bgtq::plan_distortion(o, 16);
+      const auto want = bgtq::greedy_allocator::allocate(r).bits;
+      std::vector<int> got;
+      for (std::size_t hi = first / 8; hi < (first + pool) / 8; ++hi)
+        got.insert(got.end(), p.heads[hi].widths.begin(), p.heads[hi].widths.end());
+      REQUIRE(got == want);
+    }
+    int layer0 = 0;
+    for (int h = 0; h < 2; ++h) layer0 += code_bits(p.head(0, h));
+    if (scope == bgtq::alloc_scope::layer)
+      REQUIRE(layer0 == 2 * 3 * 8 * 2);
+    else
+      REQUIRE(layer0 > 2 * 3 * 8 * 2);
+  }
 }
 
 TEST_CASE("build_plan with the codebook law, infeasible and capped budgets", "[plan]") {
