@@ -98,4 +98,29 @@ TEST_CASE("KIVI keeps a constant group exact and the group's extremes on its gri
     CHECK(out[0] == -1.0f);
     CHECK(std::fabs(out[3] - 2.0f) <= 2.0f * ((1 << bits) - 1) * std::ldexp(3.0f / ((1 << bits) - 1), -11) + 1e-6f);
   }
+  // symmetric (scale-only): the grid is centred on 0 whatever the row's range, scale =
+  // fp16(2 max|x| / (2^b - 1)) and zero = -(2^b - 1) / 2 * scale, so every decoded element
+  // is zero + c * scale for an integer code c. The round-trip bound above is looser for
+  // symmetric than for asymmetric, so a symmetric option that fell back to the
+  // asymmetric grid passed it; this row's range [-1, 2] is not centred and shows it
+  o.symmetric = true;
+  for (int bits = 1; bits <= 8; ++bits) {
+    o.bits = bits;
+    bgtq::kivi_values_roundtrip(row, 1, 4, o, out);
+    const int levels = (1 << bits) - 1;
+    const float scale = bgtq::stored_half(2.0f * 2.0f / static_cast<float>(levels));
+    const float zero = -0.5f * static_cast<float>(levels) * scale;
+    for (int j = 0; j < 4; ++j) {
+      INFO("symmetric bits=" << bits << " j=" << j << " out=" << out[j]);
+      bool on_grid = false;
+      for (int c = 0; c <= levels; ++c) on_grid = on_grid || out[j] == zero + scale * static_cast<float>(c);
+      CHECK(on_grid);
+    }
+    CHECK(out[3] == zero + scale * static_cast<float>(levels));  // the largest |x| is the top level
+  }
+  o.bits = 1;  // one bit: two levels, -2 and 2
+  bgtq::kivi_values_roundtrip(row, 1, 4, o, out);
+  CHECK(out[0] == -2.0f);
+  CHECK(out[1] == 2.0f);
+  CHECK(out[3] == 2.0f);
 }
