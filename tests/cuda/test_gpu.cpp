@@ -369,11 +369,18 @@ TEST_CASE("device energy sums equal the CPU's double sums", "[gpu][energy][tsan]
   const check_report b = gpu_check_energy(32, 8, 128, bgtq::rope_pairing::half, 517, bc::dtype::f16, 4096, 801);
   INFO(b.what);
   REQUIRE(b.ok);
-  // a bf16 NaN in k in the second call's second pass (token 40 + 20 + 5), D = 10 (25 rows
-  // of 10 threads per CTA, 6 threads idle)
+  // D = 256: one row of 256 threads per CTA, G = 1
   const check_report c = gpu_check_energy(4, 4, 256, bgtq::rope_pairing::interleaved, 97, bc::dtype::bf16, 50, 802);
   INFO(c.what);
   REQUIRE(c.ok);
+  // head dims that do not divide the CTA's 256 threads: D = 10 (25 rows of 10 threads,
+  // 6 threads idle) and D = 48 (5 rows, 16 idle); the non-finite case below runs D = 10
+  // but checks only that its sums are finite, not their values
+  for (const int D : {10, 48}) {
+    const check_report d = gpu_check_energy(6, 2, D, bgtq::rope_pairing::half, 300, bc::dtype::f32, 120, 803 + D);
+    INFO(d.what);
+    REQUIRE(d.ok);
+  }
 }
 
 TEST_CASE("device energy refuses NaN and Inf at download, naming the first, and reset forgets them", "[gpu][energy][errors]") {
