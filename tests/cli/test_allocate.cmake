@@ -87,6 +87,8 @@ bgtq_expect_match("${err}" "nan.txt:2: score 1" "nan message")
 file(WRITE ${WORK}/empty.txt "# nothing\n\n")
 bgtq_run(out err rc allocate --scores ${WORK}/empty.txt --avg-bits 2)
 bgtq_expect_rc(${rc} 1 "empty file" "${err}")
+# the file's own error, not whatever the allocator says about zero blocks
+bgtq_expect_match("${err}" "error \\(format_error\\): score file '[^']*empty.txt' contains no numbers" "empty file message")
 bgtq_run(out err rc allocate --scores ${WORK}/does_not_exist.txt --avg-bits 2)
 bgtq_expect_rc(${rc} 1 "missing file" "${err}")
 bgtq_expect_match("${err}" "cannot open" "missing file message")
