@@ -89,8 +89,10 @@ inline const char* dtype_name(cuda::dtype t) { return t == cuda::dtype::f32 ? "f
 //! except near-threshold flips (CPU and GPU rotations may round a coordinate within
 //! ~1e-6 of a threshold to different sides), radii within one ulp, all other bytes
 //! equal. `interleave`: tokens in decode-step order (round robin over the sequences,
-//! unaligned slots: the atomic path), else sequence by sequence (aligned plane words
-//! where possible). `calls`: the tokens are split into this many launches. The slots
+//! unaligned slots: the atomic path; every fifth token a padding token of slot -1 with
+//! NaN / Inf elements, neither written nor counted), else sequence by sequence (aligned
+//! plane words where possible). `with_nonfinite`: a NaN key row and an Inf value row,
+//! stored as zero vectors by both and counted (2). `calls`: the tokens are split into this many launches. The slots
 //! are first filled with other random tokens (stale pages must be overwritten).
 //! `extreme`: token rows rescaled by scale_extreme_rows (f32/bf16 only). The clamp
 //! counter must equal the CPU cache's clamped_radii.
@@ -121,7 +123,13 @@ inline check_report gpu_check_encode(shape s, const method& m, const std::vector
     round_to(K[static_cast<std::size_t>(b)], type);
     round_to(V[static_cast<std::size_t>(b)], type);
   }
-  if (with_nonfinite && B > 0 && lengths[0] > 3) K[0][3 * row + 1] = NAN;
+  // a NaN in a key row (token 3) and an Inf in a value row (token 4, the last head): each
+  // part is checked on its own, each counted
+  const bool plant = with_nonfinite && B > 0 && lengths[0] > 4;
+  if (plant) {
+    K[0][3 * row + 1] = NAN;
+    V[0][4 * row + row - 1] = INFINITY;
+  }
   std::vector<int> seqs;
   for (int b = 0; b < B; ++b) {
     seqs.push_back(c.add_sequence());
@@ -141,7 +149,7 @@ inline check_report gpu_check_encode(shape s, const method& m, const std::vector
       for (int i = 0; i < lengths[static_cast<std::size_t>(b)]; ++i) order.emplace_back(b, i);
   }
   const int P = s.page_tokens;
-  const std::size_t N = order.size();
+  std::size_t N = order.size();
   std::vector<std::int64_t> slots(N);
   std::vector<float> kin(N * row), vin(N * row);
   for (std::size_t n = 0; n < N; ++n) {
@@ -150,6 +158,31 @@ inline check_report gpu_check_encode(shape s, const method& m, const std::vector
     slots[n] = static_cast<std::int64_t>(view.pages[i / P]) * P + i % P;
     std::memcpy(&kin[n * row], &K[static_cast<std::size_t>(b)][static_cast<std::size_t>(i) * row], row * 4);
     std::memcpy(&vin[n * row], &V[static_cast<std::size_t>(b)][static_cast<std::size_t>(i) * row], row * 4);
+  }
+  if (interleave) {  // decode-step order: padding tokens (slot -1) as an engine's batch holds
+    // them, every fifth, with random rows holding a NaN key and an Inf value element:
+    // nothing may be written for them, and they must not be counted as non-finite rows
+    std::vector<std::int64_t> s2;
+    std::vector<float> k2, v2;
+    for (std::size_t n = 0; n < N; ++n) {
+      if (n % 5 == 2) {
+        std::vector<float> pk = normal_floats(row, seed + 9, 2 * n, 3.0f), pv = normal_floats(row, seed + 9, 2 * n + 1);
+        pk[n % row] = NAN;
+        pv[(n + 1) % row] = -INFINITY;
+        s2.push_back(-1);
+        k2.insert(k2.end(), pk.begin(), pk.end());
+        v2.insert(v2.end(), pv.begin(), pv.end());
+      }
+      s2.push_back(slots[n]);
+      k2.insert(k2.end(), kin.begin() + static_cast<std::ptrdiff_t>(n * row), kin.begin() + static_cast<std::ptrdiff_t>((n + 1) * row));
+      v2.insert(v2.end(), vin.begin() + static_cast<std::ptrdiff_t>(n * row), vin.begin() + static_cast<std::ptrdiff_t>((n + 1) * row));
+    }
+    round_to(k2, type);
+    round_to(v2, type);
+    slots = std::move(s2);
+    kin = std::move(k2);
+    vin = std::move(v2);
+    N = slots.size();
   }
   auto pack = [&](const std::vector<float>& x, std::vector<std::uint8_t>& out) {
     const std::size_t es = type == cuda::dtype::f32 ? 4 : 2;
@@ -202,7 +235,7 @@ inline check_report gpu_check_encode(shape s, const method& m, const std::vector
   BGTQ_CHECK_CUDA(cudaDeviceSynchronize());
   unsigned long long bad = 0;
   BGTQ_CHECK_CUDA(cudaMemcpy(&bad, dbad.p, 8, cudaMemcpyDeviceToHost));
-  const unsigned long long want_bad = with_nonfinite && B > 0 && lengths[0] > 3 ? 1 : 0;
+  const unsigned long long want_bad = plant ? 2 : 0;
   if (bad != want_bad) {
     rep.what += " | nonfinite counter " + std::to_string(bad) + ", expected " + std::to_string(want_bad);
     return rep;
