@@ -74,3 +74,32 @@ TEST_CASE("all-zero and all-max codes pack to the expected bytes", "[pack]") {
     for (auto x : buf) REQUIRE(x == 0xFF);  // 64*b bits fill whole bytes
   }
 }
+
+TEST_CASE("word_aligned puts code j at bit (j % cpw) * b of word j / cpw, unused bits zero, as documented", "[pack]") {
+  // The round trip alone cannot see the order of codes inside a word (pack and get could
+  // both reverse it): pin the bytes. 3 bits: 10 codes per word, bits 30-31 unused.
+  const std::uint8_t c3[12] = {1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 7, 5};
+  std::vector<std::uint8_t> buf(bgtq::word_aligned::bytes(12, 3), 0xA5);
+  REQUIRE(buf.size() == 8);
+  bgtq::word_aligned::pack(c3, 12, 3, buf.data());
+  std::uint32_t w0 = 0, w1 = 0;
+  for (int j = 0; j < 10; ++j) w0 |= static_cast<std::uint32_t>(c3[j]) << (3 * j);
+  w1 = 7u | (5u << 3);  // codes 10, 11; the rest of the last word is zero
+  for (int k = 0; k < 4; ++k) {
+    INFO("byte " << k);
+    CHECK(buf[static_cast<std::size_t>(k)] == static_cast<std::uint8_t>(w0 >> (8 * k)));  // little-endian words
+    CHECK(buf[static_cast<std::size_t>(4 + k)] == static_cast<std::uint8_t>(w1 >> (8 * k)));
+  }
+  // equal to bit_tight for b in {1, 2, 4, 8} when n fills whole words
+  for (int b : {1, 2, 4, 8}) {
+    const std::size_t n = 3 * static_cast<std::size_t>(bgtq::word_aligned::codes_per_word(b));
+    std::vector<std::uint8_t> codes(n);
+    for (std::size_t j = 0; j < n; ++j) codes[j] = static_cast<std::uint8_t>((j * 37 + 5) & ((1u << b) - 1));
+    std::vector<std::uint8_t> a(bgtq::word_aligned::bytes(n, b)), t(bgtq::bit_tight::bytes(n, b));
+    REQUIRE(a.size() == t.size());
+    bgtq::word_aligned::pack(codes.data(), n, b, a.data());
+    bgtq::bit_tight::pack(codes.data(), n, b, t.data());
+    INFO("b = " << b);
+    CHECK(a == t);
+  }
+}
