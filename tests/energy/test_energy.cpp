@@ -187,8 +187,35 @@ TEST_CASE("streaming in chunks equals one add, and merge equals both", "[energy]
   require_close(chunked.scores(), once.scores(), 1e-12);
   part_a.merge(part_b);
   require_close(part_a.scores(), once.scores(), 1e-12);
-  energy_estimator other(layers + 1, c.hq, c.hkv, c.rope);
-  REQUIRE_THROWS_AS(part_a.merge(other), bgtq::error);
+  // every shape field must match, not only the layer count: estimators that differ in
+  // query heads (another GQA normalisation) or in the RoPE pairing or rotary dim (other
+  // dims per block) have sums of the same size, which a check of the layers alone
+  // would add together silently
+  const auto merged = part_a.scores();
+  const energy_estimator others[] = {
+      energy_estimator(layers + 1, c.hq, c.hkv, c.rope),
+      energy_estimator(layers, 2 * c.hkv, c.hkv, c.rope),
+      energy_estimator(layers, c.hq, c.hq, c.rope),
+      energy_estimator(layers, c.hq, c.hkv, rope_layout(d, rope_pairing::interleaved)),
+      energy_estimator(layers, c.hq, c.hkv, rope_layout(d, c.rope.pairing, d / 2)),
+  };
+  REQUIRE(c.rope.pairing == rope_pairing::half);
+  REQUIRE(c.rope.rotary_dim == d);
+  for (std::size_t j = 0; j < std::size(others); ++j) {
+    energy_estimator other = others[j];
+    for (int l = 0; l < other.layers(); ++l) {
+      std::vector<float> oq(T * other.q_heads() * d, 1.0f), ok(T * other.kv_heads() * d, 1.0f);
+      other.add(l, oq.data(), ok.data(), T);
+    }
+    INFO("mismatch " << j);
+    try {
+      part_a.merge(other);
+      FAIL("estimators of different shapes were merged");
+    } catch (const bgtq::error& e) {
+      CHECK(e.code() == bgtq::errc::shape_mismatch);
+    }
+    REQUIRE(part_a.scores() == merged);  // nothing was added
+  }
 }
 
 TEST_CASE("pre-RoPE and post-RoPE inputs give the same scores", "[energy]") {
