@@ -73,6 +73,20 @@ TEST_CASE("compare_methods: reductions of the layer means, and the layers won", 
   const auto z = bgtq::compare_methods(bg, zero, 3);
   CHECK(std::isnan(z.kl_reduction));
   CHECK(z.logit_mae_reduction == Approx(0.0).margin(1e-15));
+  // the MAE reduction's own direction and scale (above it is 0, which a reduction that
+  // is constant, negated or of the inverse ratio also gives): bgtq MAE 0.5, 1, 0.75
+  // (mean 0.75) against tq's 4/3 is 1 - 0.75 / (4/3) = 0.4375; the other way round
+  // 1 - (4/3) / 0.75 = -7/9; against a zero baseline no ratio
+  auto better = bg;
+  better[0].m.logit_mae = 0.5;
+  better[1].m.logit_mae = 1.0;
+  better[2].m.logit_mae = 0.75;
+  CHECK(bgtq::compare_methods(better, tq, 3).logit_mae_reduction == Approx(0.4375).margin(1e-15));
+  CHECK(bgtq::compare_methods(better, tq, 3).layers_won == 3);
+  CHECK(bgtq::compare_methods(tq, better, 3).logit_mae_reduction == Approx(-7.0 / 9.0).margin(1e-15));
+  auto exact = tq;
+  for (auto& x : exact) x.m.logit_mae = 0.0;
+  CHECK(std::isnan(bgtq::compare_methods(better, exact, 3).logit_mae_reduction));
   // spans of different lengths either way, or empty ones: shape_mismatch
   for (const auto& [b, t] : {std::pair{std::span(bg.data(), 3), std::span(tq.data(), 2)},
                              std::pair{std::span(bg.data(), 2), std::span(tq.data(), 3)},
