@@ -73,6 +73,24 @@ TEST_CASE("bfloat16 conversion rounds to nearest even", "[core][half]") {
   REQUIRE(bgtq::bf16_bits_to_float(bgtq::float_to_bf16_bits(1.0f + 1.0f / 256)) == 1.0f);
   REQUIRE(bgtq::bf16_bits_to_float(bgtq::float_to_bf16_bits(1.0f + 3.0f / 256)) == 1.0f + 4.0f / 256);
   REQUIRE(std::isnan(bgtq::bf16_bits_to_float(bgtq::float_to_bf16_bits(std::numeric_limits<float>::quiet_NaN()))));
+  // every bfloat16 but NaN round-trips exactly: both signs, subnormals, both infinities
+  // (an Inf must not be taken for a NaN)
+  for (std::uint32_t h = 0; h < 0x10000u; ++h) {
+    if ((h & 0x7fffu) > 0x7f80u) continue;
+    INFO("bits " << h);
+    REQUIRE(bgtq::float_to_bf16_bits(bgtq::bf16_bits_to_float(static_cast<std::uint16_t>(h))) == h);
+  }
+  REQUIRE(bgtq::float_to_bf16_bits(-1.0f - 3.0f / 256) == 0xbf82u);  // ties to even below zero too
+  REQUIRE(bgtq::float_to_bf16_bits(std::numeric_limits<float>::max()) == 0x7f80u);  // beyond the last bf16 + half an ulp
+  // a NaN whose payload sits only in the low 16 bits (a signalling NaN) stays a NaN, of
+  // either sign, instead of truncating to an Inf
+  for (const std::uint32_t nan_bits : {0x7f800001u, 0xff800001u, 0x7f80ffffu, 0x7fc00000u}) {
+    float f;
+    std::memcpy(&f, &nan_bits, sizeof f);
+    INFO("NaN bits " << nan_bits);
+    REQUIRE(std::isnan(bgtq::bf16_bits_to_float(bgtq::float_to_bf16_bits(f))));
+    REQUIRE((bgtq::float_to_bf16_bits(f) & 0x8000u) == ((nan_bits >> 16) & 0x8000u));
+  }
 }
 
 TEST_CASE("saturate_half clamps to the finite fp16 range, beyond_half flags exactly what it changes", "[core][half]") {
