@@ -31,7 +31,7 @@ expect_failure(CMD synth RC 2 MATCH "--layers" DIR ${WORK} ABSENT ${WORK}/out4
   ARGS --layers 4097 --tokens 9 --q-heads 2 --kv-heads 1 --dim 8 --rope half -o ${WORK}/out4)
 expect_failure(CMD synth RC 2 MATCH "--kv-heads" DIR ${WORK} ABSENT ${WORK}/out4
   ARGS --layers 1 --tokens 9 --q-heads 4097 --kv-heads 4097 --dim 8 --rope half -o ${WORK}/out4)
-expect_failure(CMD synth RC 2 MATCH "rope|pairing" DIR ${WORK} ABSENT ${WORK}/out5
+expect_failure(CMD synth RC 2 MATCH "^bgtq synth: --rope: unknown RoPE pairing 'sideways'" DIR ${WORK} ABSENT ${WORK}/out5
   ARGS --layers 1 --tokens 9 --q-heads 2 --kv-heads 1 --dim 8 --rope sideways -o ${WORK}/out5)
 
 # every output is checked before the work (docs/errors.md row 21), without --quiet so that

@@ -62,7 +62,13 @@ int run(bgtq::cli::args& a) {
     if (rotary > dim || rotary % 2 != 0)
       throw bgtq::cli::usage_error("--rotary-dim must be even and <= --dim " + std::to_string(dim) + ", got " +
                                    std::to_string(rotary));
-    c.rope = bgtq::rope_layout(dim, bgtq::parse_rope_pairing(rope_name), rotary, base);
+    bgtq::rope_pairing pairing{};
+    try {
+      pairing = bgtq::parse_rope_pairing(rope_name);
+    } catch (const bgtq::error& e) {
+      throw bgtq::cli::usage_error(std::string("--rope: ") + e.what());  // name the option, as eval and calibrate do
+    }
+    c.rope = bgtq::rope_layout(dim, pairing, rotary, base);
     c.validate();
   } catch (const bgtq::error& e) {
     throw bgtq::cli::usage_error(e.what());
