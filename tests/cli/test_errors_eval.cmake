@@ -23,19 +23,20 @@ foreach(bad k_d6 k_t8 k_l2 k_h3)
   expect_failure(CMD eval RC 1 CATEGORY shape_mismatch MATCH "${want}" DIR ${WORK} ABSENT ${R}
     ARGS --q ${D}/q.npy --k ${D}/${bad}.npy --v ${D}/v.npy --rope half --quiet -o ${R})
 endforeach()
-expect_failure(CMD eval RC 1 CATEGORY shape_mismatch MATCH "v_h2.npy: V has 2 heads but K has 1" DIR ${WORK} ABSENT ${R}
+expect_failure(CMD eval RC 1 CATEGORY shape_mismatch MATCH "/v_h2\\.npy: V has 2 heads but K has 1" DIR ${WORK} ABSENT ${R}
   ARGS --q ${D}/q.npy --k ${D}/k.npy --v ${D}/v_h2.npy --rope half --quiet -o ${R})
 # NaN-laden (row 3) and truncated (row 1) .npy
 expect_failure(CMD eval RC 1 CATEGORY non_finite MATCH "k_nan.npy: element \\[0, 4, 0, 3\\]" DIR ${WORK} ABSENT ${R}
   ARGS --q ${D}/q.npy --k ${D}/k_nan.npy --rope half --quiet -o ${R})
-expect_failure(CMD eval RC 1 CATEGORY format_error MATCH "k_truncated.npy" DIR ${WORK} ABSENT ${R}
+expect_failure(CMD eval RC 1 CATEGORY format_error MATCH "/k_truncated\\.npy: data is shorter than the shape says" DIR ${WORK} ABSENT ${R}
   ARGS --q ${D}/q.npy --k ${D}/k_truncated.npy --rope half --quiet -o ${R})
-expect_failure(CMD eval RC 1 CATEGORY format_error MATCH "tiny.tok" DIR ${WORK} ABSENT ${R}
+expect_failure(CMD eval RC 1 CATEGORY format_error MATCH "/tiny\\.tok: not a \\.npy file: bad magic" DIR ${WORK} ABSENT ${R}
   ARGS --q ${D}/q.npy --k ${D}/tiny.tok --rope half --quiet -o ${R})
 # bad usage (row 6): widths outside 1..8 for a method, unknown method or pairing
 expect_failure(CMD eval RC 2 MATCH "--bits entries must be in 1..8, got 9" DIR ${WORK} ABSENT ${R}
   ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --bits 2,9 -o ${R})
-expect_failure(CMD eval RC 2 MATCH "--rope" DIR ${WORK} ABSENT ${R}
+# the option and the value are named ('--rope' alone matched '--rope-base' too)
+expect_failure(CMD eval RC 2 MATCH "^bgtq eval: --rope: unknown RoPE pairing 'sideways'" DIR ${WORK} ABSENT ${R}
   ARGS --q ${D}/q.npy --k ${D}/k.npy --rope sideways -o ${R})
 # --value-bits is calibrate's: eval codes K and V at each --bits width (not silently ignored)
 expect_failure(CMD eval RC 2 MATCH "--value-bits is a calibrate option" DIR ${WORK} ABSENT ${R}
