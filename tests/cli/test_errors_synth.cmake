@@ -8,11 +8,11 @@ set(G --layers 1 --tokens 9 --q-heads 2 --kv-heads 1 --dim 8 --rope half --quiet
 expect_success(CMD synth ARGS ${G} -o ${WORK}/ok)
 # output directory blocked by a regular file
 file(WRITE ${WORK}/blocker "x")
-expect_failure(CMD synth RC 1 CATEGORY io_error MATCH "blocker" DIR ${WORK} ABSENT ${WORK}/blocker/out ARGS ${G} -o ${WORK}/blocker/out)
+expect_failure(CMD synth RC 1 CATEGORY io_error MATCH "-o '[^']*/blocker/out': '[^']*/blocker' exists and is not a directory$" DIR ${WORK} ABSENT ${WORK}/blocker/out ARGS ${G} -o ${WORK}/blocker/out)
 # v.npy cannot be replaced: the three files are all-or-nothing, so q.npy and k.npy are
 # not written either, and no *.tmp.* remains
 file(MAKE_DIRECTORY ${WORK}/out2/v.npy)
-expect_failure(CMD synth RC 1 CATEGORY io_error MATCH "v.npy" DIR ${WORK}/out2 ABSENT ${WORK}/out2/q.npy ${WORK}/out2/k.npy
+expect_failure(CMD synth RC 1 CATEGORY io_error MATCH "\\(v\\.npy\\) '[^']*/out2/v\\.npy' is a directory$" DIR ${WORK}/out2 ABSENT ${WORK}/out2/q.npy ${WORK}/out2/k.npy
   ARGS ${G} -o ${WORK}/out2)
 # an existing output is replaced only by a complete file: a failing run leaves it intact
 file(MAKE_DIRECTORY ${WORK}/out3)
@@ -24,12 +24,12 @@ if(NOT kept STREQUAL "old")
   message(FATAL_ERROR "a failing synth changed an existing q.npy")
 endif()
 # bad usage: exit 2, nothing created
-expect_failure(CMD synth RC 2 MATCH "--kv-heads" DIR ${WORK} ABSENT ${WORK}/out4
+expect_failure(CMD synth RC 2 MATCH "^bgtq synth: --kv-heads 0 is out of range \\[1, [0-9]+\\]$" DIR ${WORK} ABSENT ${WORK}/out4
   ARGS --layers 1 --tokens 9 --q-heads 2 --kv-heads 0 --dim 8 --rope half -o ${WORK}/out4)
 # beyond what a plan holds (calibrate and eval would refuse the files): 4097 layers, 4097 KV heads
-expect_failure(CMD synth RC 2 MATCH "--layers" DIR ${WORK} ABSENT ${WORK}/out4
+expect_failure(CMD synth RC 2 MATCH "^bgtq synth: --layers 4097 is out of range \\[1, 4096\\]$" DIR ${WORK} ABSENT ${WORK}/out4
   ARGS --layers 4097 --tokens 9 --q-heads 2 --kv-heads 1 --dim 8 --rope half -o ${WORK}/out4)
-expect_failure(CMD synth RC 2 MATCH "--kv-heads" DIR ${WORK} ABSENT ${WORK}/out4
+expect_failure(CMD synth RC 2 MATCH "^bgtq synth: --kv-heads 4097 is out of range \\[1, 4096\\]$" DIR ${WORK} ABSENT ${WORK}/out4
   ARGS --layers 1 --tokens 9 --q-heads 4097 --kv-heads 4097 --dim 8 --rope half -o ${WORK}/out4)
 expect_failure(CMD synth RC 2 MATCH "^bgtq synth: --rope: unknown RoPE pairing 'sideways'" DIR ${WORK} ABSENT ${WORK}/out5
   ARGS --layers 1 --tokens 9 --q-heads 2 --kv-heads 1 --dim 8 --rope sideways -o ${WORK}/out5)
