@@ -8,8 +8,8 @@ file(WRITE ${WORK}/s.txt "4 3 2 1 1\n")
 expect_failure(CMD allocate RC 2 MATCH "--b-max 9 is out of range \\[0, 8\\]" ARGS --scores ${WORK}/s.txt --avg-bits 3 --b-max 9)
 expect_failure(CMD allocate RC 2 MATCH "--b-min -1 is out of range" ARGS --scores ${WORK}/s.txt --avg-bits 3 --b-min -1)
 # avg_bits not finite: usage error
-expect_failure(CMD allocate RC 2 MATCH "not finite" ARGS --scores ${WORK}/s.txt --avg-bits nan)
-expect_failure(CMD allocate RC 2 MATCH "not finite" ARGS --scores ${WORK}/s.txt --avg-bits inf)
+expect_failure(CMD allocate RC 2 MATCH "^bgtq allocate: --avg-bits: 'nan' is not finite$" ARGS --scores ${WORK}/s.txt --avg-bits nan)
+expect_failure(CMD allocate RC 2 MATCH "^bgtq allocate: --avg-bits: 'inf' is not finite$" ARGS --scores ${WORK}/s.txt --avg-bits inf)
 # avg_bits below b_min: infeasible, exit 1
 expect_failure(CMD allocate RC 1 CATEGORY infeasible MATCH "B = 7 is infeasible: L = 5 blocks at b_min = 2"
   ARGS --scores ${WORK}/s.txt --avg-bits 1.5 --b-min 2)
