@@ -15,6 +15,7 @@
 #include <bgtq/synth/synth.hpp>
 
 #include "cli.hpp"
+#include "plan_args.hpp"
 
 namespace {
 
@@ -36,7 +37,7 @@ int run(bgtq::cli::args& a) {
   c.q_heads = static_cast<int>(a.require_int("q-heads", 1, bgtq::max_plan_q_heads));
   c.kv_heads = static_cast<int>(a.require_int("kv-heads", 1, bgtq::max_plan_kv_heads));
   const int dim = static_cast<int>(a.require_int("dim", 2, 1024));
-  const std::string rope_name = a.require("rope");
+  const bgtq::rope_pairing pairing = bgtq::cli::pairing_from_args(a);  // "--rope: ..." as eval and calibrate say
   int rotary = static_cast<int>(a.get_int("rotary-dim", -1, -1, 1 << 16));  // default: all of D
   // RoPE needs base > 1 (frequencies falling with the block): the range is open at 1
   const double base = a.get_double("rope-base", 10000.0, -1e300, 1e12);
@@ -62,12 +63,6 @@ int run(bgtq::cli::args& a) {
     if (rotary > dim || rotary % 2 != 0)
       throw bgtq::cli::usage_error("--rotary-dim must be even and <= --dim " + std::to_string(dim) + ", got " +
                                    std::to_string(rotary));
-    bgtq::rope_pairing pairing{};
-    try {
-      pairing = bgtq::parse_rope_pairing(rope_name);
-    } catch (const bgtq::error& e) {
-      throw bgtq::cli::usage_error(std::string("--rope: ") + e.what());  // name the option, as eval and calibrate do
-    }
     c.rope = bgtq::rope_layout(dim, pairing, rotary, base);
     c.validate();
   } catch (const bgtq::error& e) {
