@@ -633,3 +633,31 @@ TEST_CASE("errors: a workspace made for another cache (shape or codec) is refuse
   bgtq::decode_attention(kv, 0, std::span<const int>(seq0, 1), q.data(), out.data(), wk);
   REQUIRE(all_finite(out));
 }
+
+TEST_CASE("errors row 23: decode attention on a thread pool from inside one of that pool's own tasks is refused, the output untouched",
+          "[errors]") {
+  const int D = 8, H = 2, Hq = 4;
+  const auto k = rows(70, H, D, 24), v = rows(70, H, D, 25);
+  auto cache = gtq_cache(config(1, H, Hq, D, 4, 1, 2), 23);
+  const int s = cache.add_sequence();
+  cache.append(s, 0, k.data(), v.data(), 70);
+  const int seqs[2] = {s, s};
+  std::vector<float> q(static_cast<std::size_t>(2 * Hq * D), 0.25f), out(q.size(), 7.0f);
+  bgtq::thread_pool pool(2);
+  std::vector<bgtq::attention_workspace> wss;
+  wss.emplace_back(cache);
+  wss.emplace_back(cache);
+  auto attend_on_pool = [&] {
+    bgtq::decode_attention(cache, 0, std::span<const int>(seqs, 2), q.data(), out.data(), pool,
+                           std::span<bgtq::attention_workspace>(wss));
+  };
+  // nested: the inner run would wait for the worker that makes it (before, it replaced
+  // the outer job and both returned with tasks never run)
+  require_error([&] { pool.run(3, [&](int, int) { attend_on_pool(); }); }, errc::invalid_argument,
+                {"thread_pool::run", "inside one of the pool's own tasks"});
+  for (float o : out) REQUIRE(o == 7.0f);
+  // the pool and the cache are still usable: the same call from the caller's thread
+  attend_on_pool();
+  REQUIRE(all_finite(out));
+  REQUIRE(out[0] != 7.0f);
+}
