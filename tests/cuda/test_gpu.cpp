@@ -555,7 +555,9 @@ TEST_CASE("a failed CUDA call is reported once: a pool beyond device memory, the
   REQUIRE(buf.alloc(1024 * 4) == cudaSuccess);
   REQUIRE(bc::fill_uniform(buf.p, 1024, bc::dtype::f32, 1, 0.0f, 1.0f) == bgtq::errc::ok);
   // a caller's own failed call leaves its error pending (the runtime's behaviour, and the
-  // emulator's); the library's next launch is not blamed for it
+  // emulator's); the library's next launch is not blamed for it, and does run (the buffer
+  // poisoned with NaN first: the check below would pass on the first fill's values)
+  REQUIRE(cudaMemset(buf.p, 0xFF, 1024 * 4) == cudaSuccess);
   void* p = nullptr;
   REQUIRE(cudaMalloc(&p, huge_bytes) == cudaErrorMemoryAllocation);
   REQUIRE(cudaPeekAtLastError() == cudaErrorMemoryAllocation);
