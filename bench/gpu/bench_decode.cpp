@@ -248,8 +248,14 @@ struct row {
 //! window > 0: every decode also attends an fp16 window of that many tokens per sequence
 //! (random K/V rows, window_len = window for every b; bytes count them at 4·D per token).
 //! splits > 0 forces that split count (decode_args::splits) at every shape.
-//! dry (implies tiny): T = 256 only, `runs` as given (no minimum of 20).
-int run_bench(bool quick, bool tiny, bool dry, int runs, const std::string& json_path, path_mode mode, int window, int splits) {
+//! The benchmark's shapes, smallest last: --quick, --tiny and --dry (a flag given
+//! beside another takes the smaller sizes). tiny and dry are dry runs of the program
+//! (tiny buffers); dry also times T = 256 only, 3 runs (no minimum of 20).
+enum class bench_sizes { full, quick, tiny, dry };
+
+int run_bench(bench_sizes sizes, int runs, const std::string& json_path, path_mode mode, int window, int splits) {
+  const bool tiny = sizes >= bench_sizes::tiny;
+  if (sizes == bench_sizes::dry) runs = 3;
   int dev = 0;
   DIE_CUDA(cudaGetDevice(&dev));
   cudaDeviceProp prop{};
@@ -261,9 +267,9 @@ int run_bench(bool quick, bool tiny, bool dry, int runs, const std::string& json
                std::max(runs, 20));
 
   const int Hkv = 8, Hq = 32, D = 128, P = 64;
-  const std::vector<long long> Ts = dry     ? std::vector<long long>{256}
-                                    : tiny  ? std::vector<long long>{256, 1024}
-                                    : quick ? std::vector<long long>{4096, 32768}
+  const std::vector<long long> Ts = sizes == bench_sizes::dry     ? std::vector<long long>{256}
+                                    : tiny                          ? std::vector<long long>{256, 1024}
+                                    : sizes == bench_sizes::quick ? std::vector<long long>{4096, 32768}
                                             : std::vector<long long>{4096, 32768, 131072, 524288};
   const std::vector<int> batches = tiny ? std::vector<int>{1, 2} : std::vector<int>{1, 16};
   const long long maxT = Ts.back();
@@ -520,7 +526,9 @@ int run_bench(bool quick, bool tiny, bool dry, int runs, const std::string& json
 }  // namespace
 
 int main(int argc, char** argv) {
-  bool check = false, quick = false, probe = false, tiny = false, small = false, dry = false;
+  bool check = false, probe = false, small = false;
+  bench_sizes sizes = bench_sizes::full;
+  auto at_most = [&](bench_sizes s) { sizes = std::max(sizes, s); };
   path_mode mode = path_mode::both;
   int runs = 25, window = 0, splits = 0;
   std::string json;
@@ -532,11 +540,11 @@ int main(int argc, char** argv) {
     } else if (a == "--probe") {
       probe = true;
     } else if (a == "--quick") {
-      quick = true;
+      at_most(bench_sizes::quick);
     } else if (a == "--tiny") {
-      tiny = true;
+      at_most(bench_sizes::tiny);
     } else if (a == "--dry") {
-      tiny = dry = true;
+      at_most(bench_sizes::dry);
     } else if (a == "--runs" && i + 1 < argc) {
       runs = std::max(20, std::atoi(argv[++i]));
     } else if (a == "--window" && i + 1 < argc) {
@@ -583,5 +591,5 @@ int main(int argc, char** argv) {
                 bgtq::cuda::pdl_disabled() ? "off (BGTQ_NO_PDL)" : "on where sm_90 code runs");
     return 0;
   }
-  return check ? run_checks(mode, small) : run_bench(quick, tiny, dry, dry ? 3 : runs, json, mode, window, splits);
+  return check ? run_checks(mode, small) : run_bench(sizes, runs, json, mode, window, splits);
 }

@@ -167,6 +167,8 @@ inline check_report gpu_check_encode(shape s, const method& m, const std::vector
     for (std::size_t n = 0; n < N; ++n) {
       if (n % 5 == 2) {
         std::vector<float> pk = normal_floats(row, seed + 9, 2 * n, 3.0f), pv = normal_floats(row, seed + 9, 2 * n + 1);
+        round_to(pk, type);  // the other rows were rounded above
+        round_to(pv, type);
         pk[n % row] = NAN;
         pv[(n + 1) % row] = -INFINITY;
         s2.push_back(-1);
@@ -177,8 +179,6 @@ inline check_report gpu_check_encode(shape s, const method& m, const std::vector
       k2.insert(k2.end(), kin.begin() + static_cast<std::ptrdiff_t>(n * row), kin.begin() + static_cast<std::ptrdiff_t>((n + 1) * row));
       v2.insert(v2.end(), vin.begin() + static_cast<std::ptrdiff_t>(n * row), vin.begin() + static_cast<std::ptrdiff_t>((n + 1) * row));
     }
-    round_to(k2, type);
-    round_to(v2, type);
     slots = std::move(s2);
     kin = std::move(k2);
     vin = std::move(v2);

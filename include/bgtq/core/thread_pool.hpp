@@ -56,18 +56,10 @@ class thread_pool {
   template <class F>
   void run(int n, const F& f) {
     if (n <= 0) return;
-    const std::thread::id me = std::this_thread::get_id();
-    bool nested = caller_.load() == me;
-    for (const std::thread& w : workers_) nested = nested || w.get_id() == me;
-    if (nested)
+    if (in_task_ == this)
       fail(errc::invalid_argument,
            "thread_pool::run: called from inside one of the pool's own tasks (a nested run on the same pool)");
     std::lock_guard<std::mutex> turn(run_m_);  // concurrent callers take turns
-    caller_.store(me);
-    struct clear_caller {
-      std::atomic<std::thread::id>& c;
-      ~clear_caller() { c.store(std::thread::id{}); }
-    } clear{caller_};
     {
       std::lock_guard<std::mutex> g(m_);
       job_ = &f;
@@ -88,6 +80,12 @@ class thread_pool {
 
  private:
   void work(int worker) {
+    // tasks run only here (on the caller as worker 0 and on the pool's threads): while
+    // they do, this thread's in_task_ names the pool, for run()'s nested-call check
+    struct mark {
+      const thread_pool* outer;
+      ~mark() { in_task_ = outer; }
+    } restore{std::exchange(in_task_, this)};
     try {
       // a 64-bit counter: each worker's last fetch_add goes past tasks_ (and a throw sets it
       // to tasks_ first), which with n = INT_MAX would wrap an int to negative tasks
@@ -126,8 +124,9 @@ class thread_pool {
 
   std::vector<std::thread> workers_;
   std::mutex m_;
-  std::mutex run_m_;                        //!< held by the thread in run()
-  std::atomic<std::thread::id> caller_{};   //!< the thread in run(), or none
+  std::mutex run_m_;  //!< held by the thread in run()
+  //! The pool whose task this thread is running (a task of another pool may run() this one)
+  static inline thread_local const thread_pool* in_task_ = nullptr;
   std::condition_variable cv_, done_;
   const void* job_ = nullptr;
   void (*call_)(const void*, int, int) = nullptr;
