@@ -32,9 +32,14 @@ expect_failure(CMD calibrate RC 1 CATEGORY format_error MATCH "k_truncated.npy: 
   DIR ${WORK} ABSENT ${P} ARGS --q ${D}/q.npy --k ${D}/k_truncated.npy --rope half --avg-bits 3 -o ${P} --quiet)
 expect_failure(CMD calibrate RC 1 CATEGORY io_error MATCH "cannot open '[^']*/missing\\.npy'" DIR ${WORK} ABSENT ${P}
   ARGS --q ${D}/q.npy --k ${WORK}/missing.npy --rope half --avg-bits 3 -o ${P} --quiet)
-# infeasible budget (row 7)
-expect_failure(CMD calibrate RC 1 CATEGORY infeasible MATCH "B = 6 is infeasible: L = 4 blocks at b_min = 2" DIR ${WORK} ABSENT ${P}
-  ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 1.5 --b-min 2 -o ${P} --quiet)
+# infeasible budget (row 7): an average below --b-min is refused before the dumps are read
+# (the missing --q is not what is reported); one within 1e-6 of --b-min reaches the
+# allocator's own check, which names B and L
+expect_failure(CMD calibrate RC 1 CATEGORY infeasible
+  MATCH ": --avg-bits 1.5 is below --b-min 2: every block takes at least 2 bits, so no plan averages 1.5 \\(B = floor\\(avg_bits \\* L\\) < L \\* b_min for every number of blocks L\\)$"
+  DIR ${WORK} ABSENT ${P} ARGS --q ${WORK}/missing.npy --k ${D}/k.npy --rope half --avg-bits 1.5 --b-min 2 -o ${P} --quiet)
+expect_failure(CMD calibrate RC 1 CATEGORY infeasible MATCH "B = 7 is infeasible: L = 4 blocks at b_min = 2" DIR ${WORK} ABSENT ${P}
+  ARGS --q ${D}/q.npy --k ${D}/k.npy --rope half --avg-bits 1.9999995 --b-min 2 -o ${P} --quiet)
 # bad usage: avg-bits not finite or above 8, width outside 0..8 (rows 6, 8)
 # a path glued to -o: named, with the spelling that works
 foreach(glued "-o${P}" "-o=${P}")

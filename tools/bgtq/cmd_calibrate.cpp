@@ -33,6 +33,7 @@ int run(cli::args& a) {
   std::vector<cli::named_path> outs{{"-o", out}};
   if (json_out) outs.push_back({"--json-out", *json_out});
   cli::check_outputs(outs, {{"--q", qp}, {"--k", kp}});
+  cli::require_feasible_average(avg, opt.b_min, "", "--avg-bits");
 
   cli::progress("[calibrate] reading " + qp + " and " + kp);
   const auto q = cli::load_activations(qp, "Q");

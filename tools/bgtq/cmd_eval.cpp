@@ -76,6 +76,8 @@ int run(cli::args& a) {
     throw cli::usage_error("--value-bits is a calibrate option; eval codes keys and values at each --bits width");
   a.finish();
   if (out_path) cli::check_outputs({{"-o", *out_path}}, {{"--q", qp}, {"--k", kp}, {"--v", vp.value_or("")}});  // before the work, which can take long
+  for (const auto& m : methods)  // tq's uniform plan sets b_min to its width: only Block-GTQ's can be infeasible
+    if (m.method == "bgtq") cli::require_feasible_average(m.bits, base.b_min, m.key() + ": ", "--bits");
 
   cli::progress("[eval] reading activations");
   const auto q = cli::load_activations(qp, "Q");
@@ -108,9 +110,8 @@ int run(cli::args& a) {
     try {
       plans.emplace(m.key(), m.method == "tq" ? uniform_plan(L, Hkv, Hq, rope, m.bits, o)
                                               : build_plan(L, Hkv, Hq, rope, scores, o, N, &warn));
-    } catch (const error& e) {  // which of the plans (e.g. a --bits width below --b-min)
-      fail(e.code(), m.key() + ": " + e.what() +
-                         (o.b_min > m.bits ? " (--b-min " + std::to_string(o.b_min) + " is above this --bits width)" : std::string()));
+    } catch (const error& e) {  // which of the plans (a --bits width below --b-min was refused above)
+      fail(e.code(), m.key() + ": " + e.what());
     }
     cli::warn("eval", warn, m.key() + ": ");  // one line per (layer, head), each naming the method
   }

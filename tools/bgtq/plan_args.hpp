@@ -2,6 +2,10 @@
 // Command-line options shared by the commands that build plans (calibrate, eval, ppl, demo).
 #include <bgtq/plan/build.hpp>
 
+#include <iomanip>
+#include <sstream>
+#include <string>
+
 #include "cli.hpp"
 
 namespace bgtq::cli {
@@ -41,6 +45,20 @@ inline plan_options plan_options_from_args(args& a, double avg_bits) {
     throw usage_error("--charge-radii needs --scope head (the radii are charged to each head's own budget), not --scope " +
                       scope);
   return o;
+}
+
+//! An average width below --b-min is infeasible whatever the head dimension
+//! (B = floor(avg_bits * L) < L * b_min for every L >= 1; docs/errors.md, row 7): refused
+//! before the activations are read, which for a large dump can take minutes. The message
+//! reads `prefix` (e.g. "bgtq@1: "), then `option` and its value.
+inline void require_feasible_average(double avg_bits, int b_min, const std::string& prefix, const char* option) {
+  if (!(avg_bits < b_min - 1e-6)) return;
+  std::ostringstream avg;
+  avg << std::setprecision(10) << avg_bits;
+  fail(errc::infeasible, prefix + option + " " + avg.str() + " is below --b-min " + std::to_string(b_min) +
+                             ": every block takes at least " + std::to_string(b_min) + (b_min == 1 ? " bit" : " bits") +
+                             ", so no plan averages " +
+                             avg.str() + " (B = floor(avg_bits * L) < L * b_min for every number of blocks L)");
 }
 
 }  // namespace bgtq::cli
