@@ -4,6 +4,7 @@
 #include <bgtq/attention/reference.hpp>
 #include <bgtq/bench/timing.hpp>
 #include <bgtq/cache/factory.hpp>
+#include <bgtq/cache/kivi_pages.hpp>
 #include <bgtq/energy/energy.hpp>
 #include <bgtq/eval/metrics.hpp>
 #include <bgtq/eval/summary.hpp>
@@ -132,11 +133,14 @@ int run(cli::args& a) {
       vh[i] = stored_half(v[i]);
     }
   }, 4.0 * D);
+  // bytes per token and KV head as the paged cache stores them (its 64-token bit-plane
+  // pages, alignment included: the figures bgtq eval reports), not the codecs' token-major
+  // records, which round each group up to whole bytes
   auto plan_bytes = [&](const plan& p) {
     double b = 0;
     for (int l = 0; l < L; ++l)
       for (int h = 0; h < Hkv; ++h)
-        b += static_cast<double>(block_gtq_codec::from_plan(p, l, h).bytes() + plan_value_codec(p, l, h).bytes());
+        b += stored_bytes_per_token(block_gtq_codec::from_plan(p, l, h)) + stored_bytes_per_token(plan_value_codec(p, l, h));
     return b / (L * Hkv);
   };
   for (const plan* p : {&tq, &bg})
@@ -152,7 +156,7 @@ int run(cli::args& a) {
     cli::kivi_rows(kheld.data(), T, Hkv, D, ko, true, kh.data());
     cli::kivi_rows(vheld.data(), T, Hkv, D, ko, false, vh.data());
     held = held_window{0, 0, ko.group_tokens, kheld.data(), vheld.data()};
-  }, kivi_key_bytes_per_token(D, ko) + kivi_value_bytes_per_token(D, ko));
+  }, kivi_key_stored_bytes_per_token(D, ko) + kivi_value_stored_bytes_per_token(D, ko));
   std::printf("3. attention fidelity, queries %d..%d over all causal keys (mean of %d layers)\n", N, T - 1, L);
   std::printf("   %-15s %9s %8s %11s %11s %12s\n", "cache", "B/tok/hd", "vs fp16", "logit MAE", "softmax KL", "out rel err");
   for (const auto& f : rows)
