@@ -75,12 +75,12 @@ test-asan: deps
 # Each report goes to build-tsan/tsan-report.<pid> (TSAN_OPTIONS log_path), and any
 # report fails the target, also where a test expects a non-zero exit. TSAN_EMU_SPEC (a
 # Catch2 test spec) registers only some test_cuda_emu cases: .ci/run uses "[tsan]".
-# Left out: the Python helpers of bench/gpu (gpu_script:*) and `bgtq bench` (timing
-# loops, 44 s under TSan).
+# Left out: the Python helpers of bench/gpu (gpu_script:*), `bgtq bench` (timing
+# loops, 44 s under TSan) and cli:test_demo (label slow: the demo at D = 128).
 TSAN_TARGETS  ?= test_core test_attention test_eval test_errors test_cuda_emu bench_decode_emu bgtq \
                  quickstart integration_engine integration_parallel llama2c_generate
 TSAN_LABELS   ?= ^(core|attention|eval|errors|cuda_emu|cli|examples)$$
-TSAN_EXCLUDE  ?= ^gpu_script:|^cli:test_bench$$
+TSAN_EXCLUDE  ?= ^gpu_script:|^cli:test_bench$$|^cli:test_demo$$
 TSAN_EMU_SPEC ?=
 test-tsan: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \

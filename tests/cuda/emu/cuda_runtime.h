@@ -241,11 +241,11 @@ inline void tsan_acquire([[maybe_unused]] void* p) {
 //! the next phase and may arrive at the next barrier (releasing) before the others
 //! resume, who would then be ordered after its next-phase accesses. Generation g + 2
 //! cannot begin before every thread has left g. The barrier's own synchronisation is
-//! hidden from ThreadSanitizer in both modes: over OS threads std::barrier's waits go
-//! through libstdc++'s waiter pool (one mutex per address, the same for every
-//! generation), which made exactly that mistake (race_probe:os_threads' "next_phase
-//! missing" passed unreported about once in 40 runs, when thread 0 woke late from the
-//! first barrier). Allocated per launch: its memory, freed, takes ThreadSanitizer's sync
+//! hidden from ThreadSanitizer in both modes: over OS threads libstdc++'s std::barrier
+//! synchronises through atomics that every generation shares (its tree of arrival
+//! tickets, the wait pool's waiter count and version, picked by hashing the address),
+//! which made exactly that mistake (race_probe:os_threads' "next_phase missing" passed
+//! unreported about once in 40 runs, when thread 0 woke late from the first barrier). Allocated per launch: its memory, freed, takes ThreadSanitizer's sync
 //! state with it (none between launches).
 struct emu_barrier {
   //! counts the std::barrier's completed phases (its completion step runs before any
