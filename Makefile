@@ -76,11 +76,11 @@ test-asan: deps
 # report fails the target, also where a test expects a non-zero exit. TSAN_EMU_SPEC (a
 # Catch2 test spec) registers only some test_cuda_emu cases: .ci/run uses "[tsan]".
 # Left out: the Python helpers of bench/gpu (gpu_script:*), `bgtq bench` (timing
-# loops, 44 s under TSan) and cli:test_demo (label slow: the demo at D = 128).
+# loops, 44 s under TSan) and the entries labelled slow (cli:test_demo: the demo at D = 128).
 TSAN_TARGETS  ?= test_core test_attention test_eval test_errors test_cuda_emu bench_decode_emu bgtq \
                  quickstart integration_engine integration_parallel llama2c_generate
 TSAN_LABELS   ?= ^(core|attention|eval|errors|cuda_emu|cli|examples)$$
-TSAN_EXCLUDE  ?= ^gpu_script:|^cli:test_bench$$|^cli:test_demo$$
+TSAN_EXCLUDE  ?= ^gpu_script:|^cli:test_bench$$
 TSAN_EMU_SPEC ?=
 test-tsan: deps
 	@cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo "-DCMAKE_CXX_FLAGS_RELWITHDEBINFO=-O1 -g1 -DNDEBUG" \
@@ -90,7 +90,7 @@ test-tsan: deps
 	@cmake --build build-tsan -j $(JOBS) --target bgtq_group
 	@rm -f build-tsan/tsan-report.*
 	@cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 log_path=$$PWD/tsan-report" \
-	  ctest --output-on-failure -j $(JOBS) --timeout $(TEST_TIMEOUT) -L "$(TSAN_LABELS)" $(if $(TSAN_EXCLUDE),-E "$(TSAN_EXCLUDE)"); rc=$$?; \
+	  ctest --output-on-failure -j $(JOBS) --timeout $(TEST_TIMEOUT) -L "$(TSAN_LABELS)" -LE slow $(if $(TSAN_EXCLUDE),-E "$(TSAN_EXCLUDE)"); rc=$$?; \
 	  if ls tsan-report.* >/dev/null 2>&1; then \
 	    echo "test-tsan: ThreadSanitizer reports (build-tsan/tsan-report.*):"; head -n 60 tsan-report.*; exit 1; fi; \
 	  exit $$rc

@@ -245,40 +245,36 @@ inline void tsan_acquire([[maybe_unused]] void* p) {
 //! synchronises through atomics that every generation shares (its tree of arrival
 //! tickets, the wait pool's waiter count and version, picked by hashing the address),
 //! which made exactly that mistake (race_probe:os_threads' "next_phase missing" passed
-//! unreported about once in 40 runs, when thread 0 woke late from the first barrier). Allocated per launch: its memory, freed, takes ThreadSanitizer's sync
-//! state with it (none between launches).
+//! unreported about once in 40 runs, when thread 0 woke late from the first barrier).
+//! Allocated per launch: its memory, freed, takes ThreadSanitizer's sync state with it
+//! (none between launches).
 struct emu_barrier {
-  //! counts the std::barrier's completed phases (its completion step runs before any
-  //! waiting thread is released, so a thread about to arrive reads its own generation)
+  //! Completed generations, in both modes: over fibers the last thread to arrive counts
+  //! one, over OS threads the std::barrier's completion step does, which runs before any
+  //! waiting thread is released, so a thread about to arrive reads its own generation.
+  //! (Behind a pointer: the warps' barriers live in a vector, and an atomic cannot move.)
+  std::unique_ptr<std::atomic<std::uint64_t>> generation;
   struct count_phase {
     std::atomic<std::uint64_t>* generation;
     void operator()() const noexcept { generation->fetch_add(1, std::memory_order_relaxed); }
   };
-  std::unique_ptr<std::barrier<count_phase>> os;
-  std::unique_ptr<std::atomic<std::uint64_t>> os_generation;
+  std::unique_ptr<std::barrier<count_phase>> os;  // OS threads only
   std::unique_ptr<char[]> sync;
-  unsigned expected = 0, arrived = 0;
-  std::uint64_t generation = 0;
+  unsigned expected = 0, arrived = 0;  // fibers only
   void reset(unsigned n, bool fibers) {
     expected = n;
     arrived = 0;
-    generation = 0;
+    os.reset();  // before the counter its completion step points to
+    generation = std::make_unique<std::atomic<std::uint64_t>>(0);
     sync = std::make_unique<char[]>(2);
-    if (fibers) {
-      os.reset();
-      os_generation.reset();
-    } else {
-      os_generation = std::make_unique<std::atomic<std::uint64_t>>(0);
-      os = std::make_unique<std::barrier<count_phase>>(static_cast<std::ptrdiff_t>(n),
-                                                       count_phase{os_generation.get()});
-    }
+    if (!fibers) os = std::make_unique<std::barrier<count_phase>>(static_cast<std::ptrdiff_t>(n), count_phase{generation.get()});
   }
   void arrive_and_wait() {
     char* gen_sync = nullptr;
     std::uint64_t g = 0;
     {
       const tsan_blind blind(true);
-      g = os ? os_generation->load(std::memory_order_relaxed) : generation;
+      g = generation->load(std::memory_order_relaxed);
       gen_sync = &sync[g & 1];
     }
     tsan_release(gen_sync);
@@ -290,9 +286,9 @@ struct emu_barrier {
         fiber_arrive();
         if (++arrived == expected) {
           arrived = 0;
-          ++generation;
+          generation->fetch_add(1, std::memory_order_relaxed);
         } else {
-          while (generation == g) fiber_yield();
+          while (generation->load(std::memory_order_relaxed) == g) fiber_yield();
         }
       }
     }
