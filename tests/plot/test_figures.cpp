@@ -199,6 +199,24 @@ TEST_CASE("eval figure from a results file: panels per bit width, fp16 noted", "
   CHECK(top.find(">0.70</text>") != std::string::npos);
 }
 
+TEST_CASE("eval figure: a method without a width (eval --plan's plan) is in every panel", "[plot][figure]") {
+  const std::string text = R"({"layers":[)"
+                           R"({"layer":0,"results":{"tq@2":{"logit_mae":0.5,"bytes_per_token":10},)"
+                           R"("tq@3":{"logit_mae":0.3,"bytes_per_token":14},"plan":{"logit_mae":0.35,"bytes_per_token":12.5}}},)"
+                           R"({"layer":1,"results":{"tq@2":{"logit_mae":0.6,"bytes_per_token":10},)"
+                           R"("tq@3":{"logit_mae":0.4,"bytes_per_token":14},"plan":{"logit_mae":0.45,"bytes_per_token":12.5}}}]})";
+  const plot::eval_table t = plot::parse_eval_results(plot::parse_json(text, "R.json"), "R.json");
+  REQUIRE(t.methods == std::vector<std::string>{"tq@2", "tq@3", "plan"});
+  const std::string svg = plot::eval_figure(t);
+  REQUIRE(bgtq_test::check_xml(svg).error.empty());
+  CHECK(svg.find(">2 bits</text>") != std::string::npos);
+  CHECK(svg.find(">3 bits</text>") != std::string::npos);
+  CHECK(count(svg, "<title>plan, layer ") == 4u);  // 2 layers in each of the 2 panels
+  CHECK(count(svg, "<title>tq@2, layer ") == 2u);  // the widths' methods stay in their own panel
+  CHECK(count(svg, "bytes/token: plan 12.5 \xC2\xB7 tq 1") == 2u);  // its bytes over both panels
+  CHECK(svg.find("plan file (eval --plan)") != std::string::npos);
+}
+
 TEST_CASE("eval figure: means of huge values are finite, not the overflowed sum", "[plot][figure]") {
   // two layers of 1e308: a plain sum overflows to inf ("mean inf" was printed before)
   const std::string text = R"({"layers":[)"

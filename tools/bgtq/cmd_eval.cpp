@@ -8,6 +8,7 @@
 #include <bgtq/eval/summary.hpp>
 #include <bgtq/io/atomic_file.hpp>
 #include <bgtq/io/json.hpp>
+#include <bgtq/plan/plan_io.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -16,6 +17,7 @@
 #include <iostream>
 #include <iomanip>
 #include <map>
+#include <optional>
 #include <sstream>
 #include <thread>
 
@@ -34,9 +36,9 @@ long default_threads() {
 }
 
 struct method_spec {
-  std::string method;  // fp16 | tq | bgtq | kivi | kivi-sym
+  std::string method;  // fp16 | tq | bgtq | kivi | kivi-sym | plan (--plan's file)
   int bits = 16;
-  std::string key() const { return method == "fp16" ? "fp16" : method + "@" + std::to_string(bits); }
+  std::string key() const { return method == "fp16" || method == "plan" ? method : method + "@" + std::to_string(bits); }
 };
 
 int run(cli::args& a) {
@@ -52,6 +54,7 @@ int run(cli::args& a) {
   const long sink = a.get_int("sink", 0, 0, 1L << 30), recent = a.get_int("recent", 0, 0, 1L << 30);
   const bool json = a.flag("json");
   const auto out_path = a.get("o");
+  const auto plan_path = a.get("plan");  // a plan file (bgtq calibrate -o), evaluated as method "plan"
   std::vector<int> bits;  // in the order given, repeats dropped (each method@bits is one result)
   for (const auto& s : a.get_list("bits", "2,3,4")) {
     const long b = cli::parse_int(s, "--bits");
@@ -61,23 +64,43 @@ int run(cli::args& a) {
   std::vector<method_spec> methods;
   std::vector<std::string> seen;
   for (const auto& m : a.get_list("methods", "fp16,tq,bgtq,kivi")) {
-    if (m != "fp16" && m != "tq" && m != "bgtq" && m != "kivi" && m != "kivi-sym")
-      throw cli::usage_error("unknown method '" + m + "' (expected fp16, tq, bgtq, kivi, kivi-sym)");
+    if (m != "fp16" && m != "tq" && m != "bgtq" && m != "kivi" && m != "kivi-sym" && m != "plan")
+      throw cli::usage_error("unknown method '" + m + "' (expected fp16, tq, bgtq, kivi, kivi-sym, or plan with --plan)");
+    if (m == "plan" && !plan_path)
+      throw cli::usage_error("--methods plan needs --plan PLAN (a plan file written by bgtq calibrate)");
     if (std::find(seen.begin(), seen.end(), m) != seen.end()) continue;
     seen.push_back(m);
-    if (m == "fp16") {
+    if (m == "fp16" || m == "plan") {
       methods.push_back({m, 16});
     } else {
       for (int b : bits) methods.push_back({m, b});
     }
   }
+  if (plan_path && std::find(seen.begin(), seen.end(), "plan") == seen.end()) {  // --plan alone: last
+    seen.push_back("plan");
+    methods.push_back({"plan", 16});
+  }
   plan_options base = cli::plan_options_from_args(a, 3.0);
   if (base.value_bits >= 0)  // eval compares every method at equal K and V widths
     throw cli::usage_error("--value-bits is a calibrate option; eval codes keys and values at each --bits width");
   a.finish();
-  if (out_path) cli::check_outputs({{"-o", *out_path}}, {{"--q", qp}, {"--k", kp}, {"--v", vp.value_or("")}});  // before the work, which can take long
+  if (out_path)  // before the work, which can take long
+    cli::check_outputs({{"-o", *out_path}},
+                       {{"--q", qp}, {"--k", kp}, {"--v", vp.value_or("")}, {"--plan", plan_path.value_or("")}});
   for (const auto& m : methods)  // tq's uniform plan sets b_min to its width: only Block-GTQ's can be infeasible
     if (m.method == "bgtq") cli::require_feasible_average(m.bits, base.b_min, m.key() + ": ", "--bits");
+  std::optional<plan> given;  // read (and validated) before the dumps, which can take minutes
+  double given_mean_bits = 0;  // its key widths' mean over every block of every head (the budget, avg_bits, may be capped)
+  if (plan_path) {
+    given = load_plan(*plan_path);
+    std::size_t n = 0;
+    for (const head_plan& hp : given->heads)
+      for (const int w : hp.widths) {
+        given_mean_bits += w;
+        ++n;
+      }
+    if (n > 0) given_mean_bits /= static_cast<double>(n);
+  }
 
   cli::progress("[eval] reading activations");
   const auto q = cli::load_activations(qp, "Q");
@@ -89,6 +112,7 @@ int run(cli::args& a) {
     throw cli::usage_error("--rotary-dim " + std::to_string(rotary) + " must be even and at most head_dim " + std::to_string(q.dim));
   const rope_layout rope(q.dim, pairing, static_cast<int>(rotary));
   const int T = q.tokens, L = q.layers, Hq = q.heads, Hkv = k.heads, D = q.dim;
+  if (given) cli::require_plan_fits(*given, "--plan " + *plan_path, L, Hq, Hkv, rope, "the dumps (with --rope and --rotary-dim) are");
   const int N = calib > 0 ? static_cast<int>(std::min<long>(calib, T)) : std::max(1, T / 2);
   const int t_begin = eval_all ? 0 : N;
   BGTQ_REQUIRE(t_begin < T, errc::invalid_argument,
@@ -96,13 +120,19 @@ int run(cli::args& a) {
                    (calib >= T ? " (--calib-tokens " + std::to_string(calib) + " is not below the dump's length)" : "") +
                    ", none is left to evaluate (use --eval-all or a smaller --calib-tokens)");
 
-  // calibration on the first N tokens
-  energy_estimator est(L, Hq, Hkv, rope);
-  for (int l = 0; l < L; ++l) est.add(l, q.layer(l), k.layer(l), static_cast<std::size_t>(N));
-  const std::vector<double> scores = est.scores();
+  // calibration on the first N tokens (Block-GTQ's energies; TQ-MSE's plans and --plan's
+  // need none)
+  std::vector<double> scores;
+  const bool calibrates = std::any_of(methods.begin(), methods.end(), [](const method_spec& m) { return m.method == "bgtq"; });
+  if (calibrates) {
+    energy_estimator est(L, Hq, Hkv, rope);
+    for (int l = 0; l < L; ++l) est.add(l, q.layer(l), k.layer(l), static_cast<std::size_t>(N));
+    scores = est.scores();
+  }
   std::map<std::string, plan> plans;
+  if (given) plans.emplace("plan", *given);
   for (const auto& m : methods) {
-    if (m.method != "tq" && m.method != "bgtq") continue;
+    if (m.method != "tq" && m.method != "bgtq") continue;  // (--plan's is in already)
     plan_options o = base;
     o.avg_bits = m.bits;
     o.value_bits = m.bits;
@@ -261,6 +291,7 @@ int run(cli::args& a) {
       if (results.count("bgtq@" + std::to_string(b)) && results.count("tq@" + std::to_string(b)))
         line << "  MAE@" << b << " tq " << results["tq@" + std::to_string(b)][static_cast<std::size_t>(l)].m.logit_mae
              << " bgtq " << results["bgtq@" + std::to_string(b)][static_cast<std::size_t>(l)].m.logit_mae;
+    if (given) line << "  MAE plan " << results["plan"][static_cast<std::size_t>(l)].m.logit_mae;
     cli::progress(line.str());
     last_line = std::chrono::steady_clock::now();
   }
@@ -304,7 +335,7 @@ int run(cli::args& a) {
   };
   std::vector<std::string> windowed, kivis;
   for (const auto& m : methods) {
-    if (m.method == "tq" || m.method == "bgtq") {
+    if (m.method == "tq" || m.method == "bgtq" || m.method == "plan") {
       if (std::find(windowed.begin(), windowed.end(), m.method) == windowed.end()) windowed.push_back(m.method);
     } else if (m.method != "fp16" && std::find(kivis.begin(), kivis.end(), m.method) == kivis.end()) {
       kivis.push_back(m.method);
@@ -331,6 +362,14 @@ int run(cli::args& a) {
     const std::string kb = "bgtq@" + std::to_string(b), kt = "tq@" + std::to_string(b);
     if (results.count(kb) && results.count(kt)) comps.push_back(compare_methods(results[kb], results[kt], b));
   }
+  // --plan's against uniform TQ-MSE at its budget: where its keys' budget is a whole width
+  // b and its values take b bits, as tq@b's do (as bgtq@b against tq@b: the budget, which
+  // --b-max may cap or --charge-radii spend partly on radii; config.plan has the mean width)
+  std::vector<method_comparison> plan_comps;
+  if (given)
+    for (int b : bits)
+      if (given->avg_bits == b && given->value_bits == b && results.count("tq@" + std::to_string(b)))
+        plan_comps.push_back(compare_methods(results["plan"], results["tq@" + std::to_string(b)], b));
 
   auto write_json = [&](std::ostream& os) {
     json_writer w(os);
@@ -354,7 +393,12 @@ int run(cli::args& a) {
     for (const auto& m : seen) w.value(m);
     w.end_array().key("b_min").value(base.b_min).key("b_max").value(base.b_max).key("scope").value(to_string(base.scope));
     w.key("distortion").value(to_string(base.distortion)).key("seed").value(base.seed);
-    w.key("norm_correction").value(base.norm_correction).key("charge_radii").value(base.charge_radii).end_object();
+    w.key("norm_correction").value(base.norm_correction).key("charge_radii").value(base.charge_radii);
+    if (given)  // the file's plan: what its key widths average, its value width, its calibration
+      w.key("plan").begin_object().key("path").value(*plan_path).key("avg_bits").value(given->avg_bits)
+          .key("mean_key_bits").value(given_mean_bits).key("value_bits").value(given->value_bits).key("calib_tokens").value(static_cast<long>(given->calib_tokens))
+          .end_object();
+    w.end_object();
     w.key("layers").begin_array();
     for (int l = 0; l < L; ++l) {
       w.begin_object().key("layer").value(l).key("results").begin_object();
@@ -374,14 +418,26 @@ int run(cli::args& a) {
     for (const auto& c : comps)
       w.begin_object().key("bits").value(c.bits).key("logit_mae_reduction").value(c.logit_mae_reduction)
           .key("kl_reduction").value(c.kl_reduction).key("layers_won").value(c.layers_won).key("layers").value(c.layers).end_object();
-    w.end_array().end_object().end_object();
+    w.end_array();
+    if (given) {
+      w.key("plan_vs_tq").begin_array();
+      for (const auto& c : plan_comps)
+        w.begin_object().key("bits").value(c.bits).key("logit_mae_reduction").value(c.logit_mae_reduction)
+            .key("kl_reduction").value(c.kl_reduction).key("layers_won").value(c.layers_won).key("layers").value(c.layers).end_object();
+      w.end_array();
+    }
+    w.end_object().end_object();
     os << "\n";
   };
   if (out_path) atomic_write_file(*out_path, write_json, false);
   if (json) {
     write_json(std::cout);
   } else {
-    std::printf("eval: %d layer%s, T=%d (calibrated on %d, evaluated from token %d", L, L == 1 ? "" : "s", T, N, t_begin);
+    if (calibrates)
+      std::printf("eval: %d layer%s, T=%d (calibrated on %d, evaluated from token %d", L, L == 1 ? "" : "s", T, N, t_begin);
+    else  // nothing calibrates here (no bgtq@B): the split still sets where queries begin
+      std::printf("eval: %d layer%s, T=%d (evaluated from token %d%s", L, L == 1 ? "" : "s", T, t_begin,
+                  t_begin > 0 ? ", --calib-tokens' split; --eval-all evaluates every query" : "");
     if (queries.size() == 1 && T - t_begin > 1)
       std::printf(": 1 query, the last");
     else if (queries.size() < static_cast<std::size_t>(T - t_begin))
@@ -389,14 +445,22 @@ int run(cli::args& a) {
     std::printf("), Hq=%d Hkv=%d D=%d (%s)", Hq, Hkv, D, to_string(rope.pairing));
     if (sink + recent > 0) std::printf(", fp16 window: sink %ld + recent %ld", sink, recent);
     std::printf("\n");
+    if (given)
+      std::printf("plan: %s (keys: a budget of %.4g bits on average, widths averaging %.4g; values %d bits; calibrated on %lld "
+                  "tokens)\n",
+                  plan_path->c_str(), given->avg_bits, given_mean_bits, given->value_bits,
+                  static_cast<long long>(given->calib_tokens));
     std::printf("%-12s %12s %12s %8s %10s %10s %8s\n", "method", "logit MAE", "KL", "top-10", v ? "out relL2" : "-",
                 "B/token", "vs fp16");
     for (const auto& m : methods) {
       const auto& r = mean[m.key()];
       char rel[32] = "-";  // no V: no output error
       if (v) std::snprintf(rel, sizeof rel, "%.4g", r.m.out_rel_l2);
-      std::printf("%-12s %12.5g %12.5g %8.4f %10s %10.1f %7.2fx\n", m.key().c_str(), r.m.logit_mae, r.m.kl, r.m.top10, rel,
-                  r.key_bytes + r.value_bytes, 4.0 * D / (r.key_bytes + r.value_bytes));
+      const double bytes = r.key_bytes + r.value_bytes;
+      char ratio[32] = "-";  // a plan that stores nothing (every width 0): no ratio
+      if (bytes > 0) std::snprintf(ratio, sizeof ratio, "%.2fx", 4.0 * D / bytes);
+      std::printf("%-12s %12.5g %12.5g %8.4f %10s %10.1f %8s\n", m.key().c_str(), r.m.logit_mae, r.m.kl, r.m.top10, rel, bytes,
+                  ratio);
     }
     // a change relative to uniform TQ's mean, "n/a" where that mean is 0 (the JSON has null),
     // "0.0%" where it rounds to none (not "-0.0%": -100 * 0 is -0)
@@ -411,13 +475,18 @@ int run(cli::args& a) {
       std::printf("Block-GTQ vs uniform TQ-MSE at %d bit%s: logit MAE %s, KL %s, wins %d/%d layer%s\n", c.bits,
                   c.bits == 1 ? "" : "s", pct(c.logit_mae_reduction).c_str(), pct(c.kl_reduction).c_str(), c.layers_won,
                   c.layers, c.layers == 1 ? "" : "s");
+    for (const auto& c : plan_comps)
+      std::printf("plan vs uniform TQ-MSE at %d bit%s: logit MAE %s, KL %s, wins %d/%d layer%s\n", c.bits,
+                  c.bits == 1 ? "" : "s", pct(c.logit_mae_reduction).c_str(), pct(c.kl_reduction).c_str(), c.layers_won,
+                  c.layers, c.layers == 1 ? "" : "s");
   }
   return 0;
 }
 
 cli::registrar reg{{"eval", "compare Block-GTQ, uniform TQ-MSE, KIVI and fp16 on Q/K(/V) activation dumps",
                     "--q Q.npy --k K.npy [--v V.npy] --rope interleaved|half [--rotary-dim R] [--calib-tokens N (0: T/2)] "
-                    "[--eval-all] [--eval-queries N (0: all)] [--threads N] [--bits 2,3,4] [--methods fp16,tq,bgtq,kivi (also kivi-sym)] [--b-min M] [--b-max M] "
+                    "[--eval-all] [--eval-queries N (0: all)] [--threads N] [--bits 2,3,4] [--methods fp16,tq,bgtq,kivi (also kivi-sym)] "
+                    "[--plan PLAN (a bgtq calibrate plan, also evaluated: method plan)] [--b-min M] [--b-max M] "
                     "[--sink N] [--recent N (the cache's fp16 window, held by every method; 0)] "
                     "[--scope head|layer|model] [--distortion rate4|codebook] [--seed S] [--norm-correction] [--charge-radii] "
                     "[-o RESULTS.json] [--json]",

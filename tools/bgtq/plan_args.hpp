@@ -47,6 +47,27 @@ inline plan_options plan_options_from_args(args& a, double avg_bits) {
   return o;
 }
 
+//! A plan file given on the command line (eval --plan, the llama2.c commands' --kv
+//! plan:FILE) must be one for the model at hand: its layers, heads and head geometry. A
+//! plan for a swapped layers x heads shape would give each (layer, head) another's widths,
+//! one for the other pairing would quantize the wrong coordinate pairs; rope.base does not
+//! enter the codecs. `what` names the plan ("--plan P"), `against` the model with its verb
+//! ("the dumps are").
+//! @throws bgtq::error(shape_mismatch) naming both shapes
+inline void require_plan_fits(const plan& p, const std::string& what, int layers, int q_heads, int kv_heads,
+                              const rope_layout& rope, const std::string& against) {
+  const auto shape = [](int l, int hq, int hkv, const rope_layout& r) {
+    return std::to_string(l) + " layer" + (l == 1 ? "" : "s") + " x " + std::to_string(hkv) + " KV head" + (hkv == 1 ? "" : "s") +
+           " (" + std::to_string(hq) + " query head" + (hq == 1 ? "" : "s") + "), head_dim " + std::to_string(r.head_dim) + ", " +
+           to_string(r.pairing) + " pairing, rotary_dim " + std::to_string(r.rotary_dim);
+  };
+  BGTQ_REQUIRE(p.layers == layers && p.q_heads == q_heads && p.kv_heads == kv_heads && p.rope.head_dim == rope.head_dim &&
+                   p.rope.pairing == rope.pairing && p.rope.rotary_dim == rope.rotary_dim,
+               errc::shape_mismatch,
+               what + " is a plan for " + shape(p.layers, p.q_heads, p.kv_heads, p.rope) + "; " + against + " " +
+                   shape(layers, q_heads, kv_heads, rope));
+}
+
 //! An average width below --b-min is infeasible whatever the head dimension
 //! (B = floor(avg_bits * L) < L * b_min for every L >= 1; docs/errors.md, row 7): refused
 //! before the activations are read, which for a large dump can take minutes. The message

@@ -367,9 +367,17 @@ inline eval_table parse_eval_results(const json_value& doc, const std::string& n
     if (num("tokens") > 0) d += "T=" + std::to_string(num("tokens")) + ", ";
     if (num("q_heads") > 0) d += "Hq=" + std::to_string(num("q_heads")) + ", Hkv=" + std::to_string(num("kv_heads")) + ", ";
     if (num("head_dim") > 0) d += "D=" + std::to_string(num("head_dim")) + " (" + str("rope") + "), ";
-    if (num("calib_tokens") > 0)
+    // Block-GTQ (bgtq@B) calibrates on the first calib_tokens; without it (e.g. eval --plan
+    // beside tq only) nothing calibrates there, and the split only says where queries begin
+    bool calibrated = true;
+    if (const json_value* ms = cf->find("methods"); ms && ms->is_array())
+      calibrated = std::any_of(ms->items().begin(), ms->items().end(),
+                               [](const json_value& m) { return m.is_string() && m.as_string() == "bgtq"; });
+    if (num("calib_tokens") > 0 && calibrated)
       d += "calibrated on " + std::to_string(num("calib_tokens")) + " tokens, evaluated from token " +
            std::to_string(std::max(0L, num("eval_from"))) + ", ";
+    else if (num("eval_from") >= 0)
+      d += "evaluated from token " + std::to_string(num("eval_from")) + ", ";
     if (d.size() >= 2) d.resize(d.size() - 2);
     t.description = d;
   }
@@ -389,6 +397,7 @@ inline method_style style_for(const std::string& family, int& next_extra) {
   if (family == "tq") return {"TQ-MSE (uniform)", "#EE6677", marker_shape::square, false};
   if (family == "kivi") return {"KIVI", "#228833", marker_shape::triangle, false};
   if (family == "kivi-sym") return {"KIVI (symmetric)", "#CCBB44", marker_shape::diamond, false};
+  if (family == "plan") return {"plan file (eval --plan)", "#AA3377", marker_shape::circle, false};
   if (family == "fp16" || family == "fp32") return {family + " cache", "#777777", marker_shape::circle, true};
   const int i = next_extra++;
   return {family, category_color(4 + i), static_cast<marker_shape>(i % 4), false};
@@ -469,10 +478,10 @@ inline std::string eval_figure(const eval_table& t, const std::string& title = "
   const double W = std::max(640.0, left + np * pw + (np - 1) * gap + right);
   // legend order: the method first, then the baselines, references last
   auto rank = [](const std::string& f) {
-    static const char* const order[] = {"bgtq", "tq", "kivi", "kivi-sym"};
-    for (int i = 0; i < 4; ++i)
+    static const char* const order[] = {"bgtq", "plan", "tq", "kivi", "kivi-sym"};
+    for (int i = 0; i < 5; ++i)
       if (f == order[i]) return i;
-    return 4;
+    return 5;
   };
   std::stable_sort(families.begin(), families.end(), [&](const std::string& x, const std::string& y) { return rank(x) < rank(y); });
   std::vector<legend_entry> le;
@@ -528,7 +537,7 @@ inline std::string eval_figure(const eval_table& t, const std::string& title = "
       std::string bl;
       for (const auto& f : families)
         for (const auto& x : ser) {
-          if (x.family != f || style.at(f).reference || (!no_bits && x.bits != b)) continue;
+          if (x.family != f || style.at(f).reference || (!no_bits && x.bits >= 0 && x.bits != b)) continue;
           if (std::isnan(t.bytes_per_token[x.row])) continue;
           bl += (bl.empty() ? "" : " \xC2\xB7 ") + f + " " + detail::fmt("%.3g", t.bytes_per_token[x.row]);
         }
@@ -555,7 +564,8 @@ inline std::string eval_figure(const eval_table& t, const std::string& title = "
       for (const auto& s : ser) {
         const auto& st = style.at(s.family);
         if (st.reference != (pass == 0)) continue;
-        if (!st.reference && !no_bits && s.bits != b) continue;
+        // a method without a width (eval --plan's "plan": its own average) is in every panel
+        if (!st.reference && !no_bits && s.bits >= 0 && s.bits != b) continue;
         if (st.reference && s.bits >= 0 && s.bits != b) continue;
         if (st.reference && have_methods) {  // off the scale: a note instead of a line
           detail::running_mean mean;
