@@ -80,7 +80,7 @@ bgtq::cli::registrar reg{{"generate", "greedy text generation with a llama2.c mo
                           "--model MODEL.bin --tokenizer TOK.bin [--prompt TEXT] [--steps N (256)] [--kv SPEC (fp32)]\n"
                           "  [--calib-text FILE] [--json]\n"
                           "  SPEC: fp32, fp16, tqB, bgtqB, kiviB, kXvY, tq-/bgtq-/kivi-kXvY (Block-GTQ plans are calibrated\n"
-                          "  on the prompt, or on --calib-text).\n"
+                          "  on the prompt, or on --calib-text), or plan:FILE (a plan from bgtq calibrate, used as is).\n"
                           "  Encodes the prompt after BOS, decodes greedily (argmax) for up to N tokens, stopping at\n"
                           "  BOS/EOS or the context length, and prints prompt + continuation on stdout\n"
                           "  (--json: {model, kv, kv_bytes_per_token_per_head, prompt, prompt_tokens, tokens, text,\n"

@@ -146,21 +146,24 @@ int run(cli::args& a) {
       std::printf(", Block-GTQ calibrated on %zu tokens%s", calib.size(),
                   calib_text ? " of the calibration text" : first_eval > 0 ? " of the held-out documents" : " of the first document");
     std::printf("\n");
-    std::printf("%-12s %10s %12s %14s\n", "kv", "ppl", "KL vs fp32", "B/token/head");
-    for (const auto& r : rows) std::printf("%-12s %10.4f %12.6f %14.1f\n", r.kv.c_str(), r.ppl, r.kl, r.bytes);
+    int w = 12;  // the kv column as wide as its longest name (plan:FILE names a path)
+    for (const auto& r : rows) w = std::max(w, static_cast<int>(r.kv.size()));
+    std::printf("%-*s %10s %12s %14s\n", w, "kv", "ppl", "KL vs fp32", "B/token/head");
+    for (const auto& r : rows) std::printf("%-*s %10.4f %12.6f %14.1f\n", w, r.kv.c_str(), r.ppl, r.kl, r.bytes);
   }
   return 0;
 }
 
 cli::registrar reg{{"ppl", "perplexity and next-token KL of a llama2.c model through each KV cache",
-                    "--model MODEL.bin --tokenizer TOK.bin --text FILE [--kv fp32,fp16,tq3,bgtq3,kivi3,bgtq-k3v2,...] "
+                    "--model MODEL.bin --tokenizer TOK.bin --text FILE [--kv fp32,fp16,tq3,bgtq3,kivi3,bgtq-k3v2,plan:FILE,...] "
                     "[--calib-text FILE | --calib-docs N (2)] [--docs N] [--json]\n"
                     "  One document per line, each scored from BOS (truncated to the context). Block-GTQ plans are\n"
                     "  calibrated on --calib-text, or on the first N documents, which are then not scored, whatever\n"
                     "  --kv lists (so that runs with different lists score the same documents); the calibration text\n"
                     "  runs as one sequence from BOS, cut at the model's context (seq_len tokens). --docs N scores\n"
                     "  at most N documents after the held-out ones (0, the default: all). Every cache runs in step\n"
-                    "  with the float32 reference, one document at a time (a progress line per document).",
+                    "  with the float32 reference, one document at a time (a progress line per document).\n"
+                    "  plan:FILE is a plan from bgtq calibrate (on bgtq capture's Q/K, --rope interleaved), used as is.",
                     &run, {"json"}}};
 
 }  // namespace

@@ -4,12 +4,14 @@
 #include <bgtq/cache/kivi_pages.hpp>
 #include <bgtq/energy/energy.hpp>
 #include <bgtq/plan/build.hpp>
+#include <bgtq/plan/plan_io.hpp>
 
 #include <algorithm>
 #include <regex>
 
 #include "cli.hpp"
 #include "kv_cache_backend.hpp"
+#include "plan_args.hpp"
 
 namespace bgtq::cli {
 
@@ -22,6 +24,10 @@ kv_spec parse_kv_spec(const std::string& s) {
   static const std::regex bare(R"(^k([1-8])v([1-8])$)");
   if (s == "fp32" || s == "fp16") {
     k.method = s;
+  } else if (s.rfind("plan:", 0) == 0) {
+    k.method = "plan";
+    k.plan_path = s.substr(5);
+    if (k.plan_path.empty()) throw usage_error("KV cache 'plan:' names no plan file (plan:FILE, a file from bgtq calibrate)");
   } else if (std::regex_match(s, m, mixed)) {
     k.method = m[1];
     k.key_bits = std::stoi(m[2]);
@@ -35,7 +41,7 @@ kv_spec parse_kv_spec(const std::string& s) {
     k.value_bits = std::stoi(m[2]);
   } else {
     throw usage_error("unknown KV cache '" + s +
-                      "' (expected fp32, fp16, tqB, bgtqB, kiviB, kXvY or tq-/bgtq-/kivi-kXvY with bits 1..8)");
+                      "' (expected fp32, fp16, tqB, bgtqB, kiviB, kXvY or tq-/bgtq-/kivi-kXvY with bits 1..8, or plan:FILE)");
   }
   return k;
 }
@@ -106,6 +112,9 @@ std::unique_ptr<llama2c::kv_backend> make_kv_backend(const kv_spec& spec, const 
     plan_options o;
     o.value_bits = spec.value_bits;
     p = uniform_plan(c.n_layers, c.n_kv_heads, c.n_heads, rope, spec.key_bits, o);
+  } else if (spec.method == "plan") {  // llama2.c rotates every pair of a head, interleaved
+    p = load_plan(spec.plan_path);
+    require_plan_fits(p, "--kv " + spec.name, c.n_layers, c.n_heads, c.n_kv_heads, rope, "the model is");
   } else {
     p = calibrate_llama2c(m, calibration, spec.key_bits, spec.value_bits);
   }

@@ -6,6 +6,8 @@
 //   bgtqB| bgtq-kXvY Block-GTQ keys (X bits on average, calibrated) + TQ-MSE values
 //   kiviB| kivi-kXvY KIVI (per-channel keys over 32 tokens, per-token values)
 //   kXvY            shorthand for bgtq-kXvY
+//   plan:FILE       a plan file (bgtq calibrate -o FILE on the model's captured Q/K,
+//                   --rope interleaved): Block-GTQ keys and TQ-MSE values at its widths
 #include <memory>
 #include <string>
 #include <vector>
@@ -18,8 +20,9 @@ namespace bgtq::cli {
 
 struct kv_spec {
   std::string name;    //!< as given
-  std::string method;  //!< fp32, fp16, tq, bgtq, kivi
-  int key_bits = 16, value_bits = 16;
+  std::string method;  //!< fp32, fp16, tq, bgtq, kivi, plan
+  int key_bits = 16, value_bits = 16;  //!< (plan: the file's, read when the cache is made)
+  std::string plan_path;               //!< plan: the file
 };
 
 //! Parses one specification; usage_error naming it when malformed.
