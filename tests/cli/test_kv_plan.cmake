@@ -2,8 +2,9 @@
 # through bgtq calibrate to a cache built from the saved plan, on the tiny checkpoint of
 # tests/errors/data (1 layer, 2 query / 1 KV head, head_dim 4). The plan is used as is
 # (its widths and value bits, its bytes), a plan calibrated on the text ppl holds out
-# equals ppl's own Block-GTQ at the same budget, and a plan for another model or no plan
-# is refused before anything runs.
+# equals ppl's own Block-GTQ at the same budget (and one with another seed does not: the
+# file is used, not recalibrated), and a plan for another model or no plan is refused
+# before anything runs.
 include(${CMAKE_CURRENT_LIST_DIR}/common.cmake)
 include(${CMAKE_CURRENT_LIST_DIR}/../errors/cli_helpers.cmake)
 file(REMOVE_RECURSE ${WORK})
@@ -16,19 +17,21 @@ file(WRITE ${WORK}/calib.txt "the cat sat on the mat\nthe end of the day the cat
 set(model --model ${M} --tokenizer ${T})
 
 expect_success(CMD capture ARGS ${model} --text ${WORK}/calib.txt -o ${WORK}/cap --quiet)
-foreach(p "3;--avg-bits;3" "25;--avg-bits;2.5;--value-bits;1")
+foreach(p "3;--avg-bits;3" "3s7;--avg-bits;3;--seed;7" "25;--avg-bits;2.5;--value-bits;1")
   list(POP_FRONT p name)
   bgtq_run(out err rc calibrate --q ${WORK}/cap/q.npy --k ${WORK}/cap/k.npy --rope interleaved ${p} -o ${WORK}/p${name}.bin
            --json --quiet)
   bgtq_expect_rc(${rc} 0 "calibrate ${p}" "${err}")
   string(JSON bytes${name} GET "${out}" key_bytes_per_token)
   string(JSON vbytes GET "${out}" value_bytes_per_token)
+  # (whole bytes at head_dim 4: 2 B of radius per group and 4 * bits / 8 B of codes)
   math(EXPR bytes${name} "${bytes${name}} + ${vbytes}")
 endforeach()
 
-bgtq_run(out err rc ppl ${model} --text ${WORK}/text.txt --kv bgtq3,plan:${WORK}/p3.bin,plan:${WORK}/p25.bin,tq2 --json --quiet)
+bgtq_run(out err rc ppl ${model} --text ${WORK}/text.txt
+         --kv "bgtq3, plan:${WORK}/p3.bin ,plan:${WORK}/p25.bin,tq2,plan:${WORK}/p3s7.bin" --json --quiet)
 bgtq_expect_rc(${rc} 0 "ppl --kv plan:..." "${err}")
-foreach(i 0 1 2 3)
+foreach(i 0 1 2 3 4)
   string(JSON kv${i} GET "${out}" results ${i} kv)
   string(JSON ppl${i} GET "${out}" results ${i} ppl)
   string(JSON kl${i} GET "${out}" results ${i} kl)
@@ -41,10 +44,23 @@ endif()
 if(NOT ppl1 STREQUAL ppl0 OR NOT kl1 STREQUAL kl0 OR NOT b1 EQUAL b0 OR NOT b1 EQUAL bytes3)
   message(FATAL_ERROR "plan:p3.bin gave ppl ${ppl1}, KL ${kl1}, ${b1} B; bgtq3 ${ppl0}, ${kl0}, ${b0} B (calibrate: ${bytes3} B)")
 endif()
+# the seed-7 plan: the same widths and bytes, other rotations, other figures (a cache
+# recalibrated at the file's budget would give bgtq3's)
+if(NOT b4 EQUAL bytes3s7 OR NOT b4 EQUAL b0 OR ppl4 STREQUAL ppl0)
+  message(FATAL_ERROR "plan:p3s7.bin gave ppl ${ppl4}, ${b4} B (calibrate: ${bytes3s7} B); bgtq3 ${ppl0}, ${b0} B")
+endif()
 # keys 2.5 bits on average (one block at 2, one at 3), values 1 bit: its own bytes, its
 # own figures (neither bgtq3's nor tq2's)
 if(NOT b2 EQUAL bytes25 OR ppl2 STREQUAL ppl0 OR ppl2 STREQUAL ppl3 OR NOT kl2 GREATER 0)
   message(FATAL_ERROR "plan:p25.bin: ppl ${ppl2}, KL ${kl2}, ${b2} B (calibrate: ${bytes25} B); bgtq3 ${ppl0}, tq2 ${ppl3}")
+endif()
+# a path with a space in it is the file named (a list item loses only its outer spaces)
+file(COPY_FILE ${WORK}/p25.bin "${WORK}/my plans.bin")
+bgtq_run(out err rc ppl ${model} --text ${WORK}/text.txt --kv "plan:${WORK}/my plans.bin" --json --quiet)
+bgtq_expect_rc(${rc} 0 "ppl --kv 'plan:my plans.bin'" "${err}")
+string(JSON ppl_spaced GET "${out}" results 0 ppl)
+if(NOT ppl_spaced STREQUAL ppl2)
+  message(FATAL_ERROR "plan:'my plans.bin' (a copy of p25.bin): ppl ${ppl_spaced}, p25.bin's ${ppl2}")
 endif()
 expect_success(CMD generate ARGS ${model} --prompt "the cat" --steps 4 --kv plan:${WORK}/p25.bin --json --quiet)
 string(JSON gb GET "${LAST_STDOUT}" kv_bytes_per_token_per_head)
@@ -53,21 +69,26 @@ if(NOT gb EQUAL bytes25)
 endif()
 
 # refused before anything runs: a plan for half pairing (llama2.c rotates interleaved
-# pairs), a missing plan, a file that is no plan, "plan:" without a file
+# pairs: checked once the model is read, before the text, here missing, and before the
+# caches of the entries before it calibrate), a missing plan, a file that is no plan (both
+# read before the model, here missing), "plan:" without a file
 bgtq_run(out err rc synth --layers 1 --tokens 8 --q-heads 2 --kv-heads 1 --dim 4 --rope half -o ${WORK}/half --quiet)
 bgtq_expect_rc(${rc} 0 "synth" "${err}")
 expect_success(CMD calibrate ARGS --q ${WORK}/half/q.npy --k ${WORK}/half/k.npy --rope half --avg-bits 3 -o ${WORK}/half.bin --quiet)
 foreach(cmd ppl generate)
   set(extra --steps 2)
+  set(half plan:${WORK}/half.bin)
   if(cmd STREQUAL "ppl")
-    set(extra --text ${WORK}/text.txt)
+    set(extra --text ${WORK}/missing.txt)
+    set(half bgtq3,plan:${WORK}/half.bin)
   endif()
   expect_failure(CMD ${cmd} RC 1 CATEGORY shape_mismatch
     MATCH "--kv plan:[^ ]*/half\\.bin is a plan for 1 layer x 1 KV head \\(2 query heads\\), head_dim 4, half pairing, rotary_dim 4; the model is 1 layer x 1 KV head \\(2 query heads\\), head_dim 4, interleaved pairing, rotary_dim 4$"
-    ARGS ${model} ${extra} --kv plan:${WORK}/half.bin --quiet)
-  expect_failure(CMD ${cmd} RC 1 CATEGORY io_error MATCH "missing\\.bin" ARGS ${model} ${extra} --kv plan:${WORK}/missing.bin --quiet)
+    ARGS ${model} ${extra} --kv ${half} --quiet)
+  set(nomodel --model ${WORK}/missing.ckpt --tokenizer ${T} ${extra})
+  expect_failure(CMD ${cmd} RC 1 CATEGORY io_error MATCH "missing\\.bin" ARGS ${nomodel} --kv plan:${WORK}/missing.bin --quiet)
   expect_failure(CMD ${cmd} RC 1 CATEGORY format_error MATCH "/text\\.txt: not a blockgtq plan file"
-    ARGS ${model} ${extra} --kv plan:${WORK}/text.txt --quiet)
+    ARGS ${nomodel} --kv plan:${WORK}/text.txt --quiet)
   expect_failure(CMD ${cmd} RC 2 MATCH "KV cache 'plan:' names no plan file" ARGS ${model} ${extra} --kv plan:)
 endforeach()
 

@@ -321,8 +321,14 @@ std::vector<std::string> args::get_list(const std::string& name, const std::stri
   for (char c : s) {
     if (c == ',')
       out.emplace_back();
-    else if (c != ' ')
+    else
       out.back() += c;
+  }
+  // spaces around an item go ("2, 3"); inside one they stay (a path in --kv plan:FILE; "2 3"
+  // is then an error naming "2 3", not silently the width 23)
+  for (std::string& item : out) {
+    const auto first = item.find_first_not_of(' ');
+    item = first == std::string::npos ? std::string() : item.substr(first, item.find_last_not_of(' ') - first + 1);
   }
   if (out.size() == 1 && out[0].empty()) throw usage_error(option_name(name) + " needs at least one item");
   for (const std::string& item : out)  // "2,,3", "2,": a typo, not silently the list without it

@@ -23,11 +23,13 @@ int run(bgtq::cli::args& a) {
   const std::string prompt = a.get_or("prompt", "");
   const long steps = a.get_int("steps", 256, 0, 1 << 20);
   const bool json = a.flag("json");
-  const bgtq::cli::kv_spec spec = bgtq::cli::parse_kv_spec(a.get_or("kv", "fp32"));
+  const std::string kv_name = a.get_or("kv", "fp32");
   const auto calib_text = a.get("calib-text");
   a.finish();
+  const bgtq::cli::kv_spec spec = bgtq::cli::parse_kv_spec(kv_name);  // (reads a plan:FILE)
 
   const lc::model m = lc::model::load(model_path);
+  bgtq::cli::require_kv_spec_fits(spec, m);
   const lc::tokenizer tok = lc::tokenizer::load(tok_path, m.cfg().vocab_size);
   const std::vector<int> in = tok.encode(prompt, /*bos=*/true, /*eos=*/false);
   BGTQ_REQUIRE(static_cast<long>(in.size()) <= m.cfg().seq_len, bgtq::errc::invalid_argument,

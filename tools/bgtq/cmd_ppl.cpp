@@ -33,6 +33,7 @@ int run(cli::args& a) {
   const bool any_bgtq = std::any_of(specs.begin(), specs.end(), [](const cli::kv_spec& s) { return s.method == "bgtq"; });
 
   const lc::model m = lc::model::load(model_path);
+  for (const auto& s : specs) cli::require_kv_spec_fits(s, m);  // every plan:FILE, before any cache works
   const lc::tokenizer tok = lc::tokenizer::load(tok_path, m.cfg().vocab_size);
   const auto docs = lc::read_documents(text);
   BGTQ_REQUIRE(!docs.empty(), errc::invalid_argument, text + ": no documents (one per line)");
@@ -163,7 +164,8 @@ cli::registrar reg{{"ppl", "perplexity and next-token KL of a llama2.c model thr
                     "  runs as one sequence from BOS, cut at the model's context (seq_len tokens). --docs N scores\n"
                     "  at most N documents after the held-out ones (0, the default: all). Every cache runs in step\n"
                     "  with the float32 reference, one document at a time (a progress line per document).\n"
-                    "  plan:FILE is a plan from bgtq calibrate (on bgtq capture's Q/K, --rope interleaved), used as is.",
+                    "  plan:FILE is a plan from bgtq calibrate (on bgtq capture's Q/K, --rope interleaved), used as is\n"
+                    "  (the --kv list splits at every ',': FILE may not contain one).",
                     &run, {"json"}}};
 
 }  // namespace

@@ -28,6 +28,7 @@ kv_spec parse_kv_spec(const std::string& s) {
     k.method = "plan";
     k.plan_path = s.substr(5);
     if (k.plan_path.empty()) throw usage_error("KV cache 'plan:' names no plan file (plan:FILE, a file from bgtq calibrate)");
+    k.file = std::make_shared<const plan>(load_plan(k.plan_path));
   } else if (std::regex_match(s, m, mixed)) {
     k.method = m[1];
     k.key_bits = std::stoi(m[2]);
@@ -41,9 +42,17 @@ kv_spec parse_kv_spec(const std::string& s) {
     k.value_bits = std::stoi(m[2]);
   } else {
     throw usage_error("unknown KV cache '" + s +
-                      "' (expected fp32, fp16, tqB, bgtqB, kiviB, kXvY or tq-/bgtq-/kivi-kXvY with bits 1..8, or plan:FILE)");
+                      "' (expected fp32, fp16, tqB, bgtqB, kiviB, kXvY or tq-/bgtq-/kivi-kXvY with bits 1..8, or plan:FILE; "
+                      "a list splits at every ',', a FILE's too)");
   }
   return k;
+}
+
+void require_kv_spec_fits(const kv_spec& spec, const llama2c::model& m) {
+  if (spec.method != "plan") return;
+  const auto& c = m.cfg();
+  require_plan_fits(*spec.file, "--kv " + spec.name, c.n_layers, c.n_heads, c.n_kv_heads,
+                    rope_layout(c.head_dim(), rope_pairing::interleaved), "the model is");
 }
 
 namespace {
@@ -113,8 +122,8 @@ std::unique_ptr<llama2c::kv_backend> make_kv_backend(const kv_spec& spec, const 
     o.value_bits = spec.value_bits;
     p = uniform_plan(c.n_layers, c.n_kv_heads, c.n_heads, rope, spec.key_bits, o);
   } else if (spec.method == "plan") {  // llama2.c rotates every pair of a head, interleaved
-    p = load_plan(spec.plan_path);
-    require_plan_fits(p, "--kv " + spec.name, c.n_layers, c.n_heads, c.n_kv_heads, rope, "the model is");
+    require_kv_spec_fits(spec, m);      // (the commands check it earlier, before any work)
+    p = *spec.file;
   } else {
     p = calibrate_llama2c(m, calibration, spec.key_bits, spec.value_bits);
   }

@@ -21,12 +21,20 @@ namespace bgtq::cli {
 struct kv_spec {
   std::string name;    //!< as given
   std::string method;  //!< fp32, fp16, tq, bgtq, kivi, plan
-  int key_bits = 16, value_bits = 16;  //!< (plan: the file's, read when the cache is made)
+  int key_bits = 16, value_bits = 16;  //!< (plan: the file's)
   std::string plan_path;               //!< plan: the file
+  std::shared_ptr<const plan> file;    //!< plan: the file's plan, read and validated by parse_kv_spec
 };
 
-//! Parses one specification; usage_error naming it when malformed.
+//! Parses one specification; usage_error naming it when malformed. A plan:FILE's file is
+//! read and validated here, before any work on the model (load_plan's errors).
 kv_spec parse_kv_spec(const std::string& s);
+
+//! A plan:FILE's plan must be one for the model (its layers, heads, head_dim; interleaved
+//! pairing over the whole head, as llama2.c rotates): checked once the model is loaded,
+//! before anything runs. Other specifications fit every model.
+//! @throws bgtq::error(shape_mismatch) naming both shapes
+void require_kv_spec_fits(const kv_spec& spec, const llama2c::model& m);
 
 //! Energies of every (layer, KV head, block) measured by running the fp32 engine over
 //! `tokens`, then a plan at `avg_bits` for keys and `value_bits` for values.
