@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <string>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -181,6 +182,61 @@ TEST_CASE("thread_pool: run from inside one of its own tasks is an error, not lo
       REQUIRE(count.load() == 40);
     });
   }
+}
+
+TEST_CASE("thread_pool: a run that would wait for itself through another pool is an error, not a deadlock", "[core][pool]") {
+  // A's task runs B.run and B's task runs A.run: A's run waits for that task, which waits
+  // for B's run, which waits for its task, which waits for A's turn (before: a deadlock,
+  // or a second lock of A's run mutex when both tasks ran on the calling thread)
+  for (int ta : {1, 3})
+    for (int tb : {1, 2}) {
+      INFO("threads " << ta << " and " << tb);
+      within(60, "run() cycle through another pool", [&] {
+        bgtq::thread_pool a(ta), b(tb), c(2);
+        std::atomic<int> inner{0}, refused_on_b_thread{0};
+        std::atomic<bool> b_thread_started{false};
+        std::string what;
+        const bgtq::errc code = bgtq_test::error_code_of([&] {
+          try {
+            a.run(4, [&](int, int) {
+              b.run(3, [&](int, int worker) {
+                // with a thread of its own, B runs a task there too (the chain crosses
+                // threads): its caller-side task waits (at most 5 s) until one has started
+                if (worker > 0) b_thread_started = true;
+                const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+                while (tb > 1 && worker == 0 && !b_thread_started && std::chrono::steady_clock::now() < until)
+                  std::this_thread::yield();
+                try {
+                  a.run(2, [&](int, int) { inner.fetch_add(1); });
+                } catch (const bgtq::error&) {
+                  if (worker > 0) refused_on_b_thread.fetch_add(1);
+                  throw;
+                }
+              });
+            });
+          } catch (const bgtq::error& e) {
+            what = e.what();
+            throw;
+          }
+        });
+        REQUIRE(code == bgtq::errc::invalid_argument);
+        CHECK(what.find("from a task of another pool's run() that one of this pool's own tasks is waiting in") != std::string::npos);
+        REQUIRE(inner.load() == 0);
+        if (tb > 1) REQUIRE(refused_on_b_thread.load() > 0);  // refused on B's own thread as well
+        // a chain without a cycle runs every task (A -> B -> C), and a deeper cycle
+        // (A -> B -> C -> A) is refused as well
+        std::atomic<int> count{0};
+        a.run(4, [&](int, int) { b.run(3, [&](int, int) { c.run(2, [&](int, int) { count.fetch_add(1); }); }); });
+        REQUIRE(count.load() == 24);
+        REQUIRE(bgtq_test::error_code_of([&] {
+                  a.run(2, [&](int, int) { b.run(2, [&](int, int) { c.run(2, [&](int, int) { a.run(1, [](int, int) {}); }); }); });
+                }) == bgtq::errc::invalid_argument);
+        // all three still usable
+        count = 0;
+        for (bgtq::thread_pool* p : {&a, &b, &c}) p->run(5, [&](int, int) { count.fetch_add(1); });
+        REQUIRE(count.load() == 15);
+      });
+    }
 }
 
 TEST_CASE("thread_pool: INT_MAX tasks never hand a task a negative index", "[core][pool]") {

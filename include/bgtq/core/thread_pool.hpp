@@ -7,7 +7,9 @@
 //! yet started are skipped and run() rethrows the first exception once every worker is
 //! idle again (nothing is allocated unless that happens). Calls from several threads take
 //! turns (one run at a time); a run() from inside one of the pool's own tasks is an error
-//! (bgtq::error, invalid_argument), since it would wait for the worker that makes it.
+//! (bgtq::error, invalid_argument), since it would wait for the worker that makes it, and
+//! so is one from a task of another pool's run() that one of this pool's tasks waits in
+//! (A's task runs B.run, B's task runs A.run: on whatever thread B's task runs).
 
 #include <atomic>
 #include <condition_variable>
@@ -52,16 +54,22 @@ class thread_pool {
   //! any callable (a lambda, a std::function): it is called through a pointer to it and
   //! one function pointer, so nothing is allocated (decode attention promises that).
   //! @throws bgtq::error(invalid_argument) when called from inside one of this pool's own
-  //!         tasks (nested: the pool would wait for itself); whatever f throws (the first)
+  //!         tasks (nested: the pool would wait for itself), or from a task of another
+  //!         pool's run() that one of this pool's tasks is waiting in, however deep (the
+  //!         waits would form a cycle); whatever f throws (the first)
   template <class F>
   void run(int n, const F& f) {
     if (n <= 0) return;
-    if (in_task_ == this)
-      fail(errc::invalid_argument,
-           "thread_pool::run: called from inside one of the pool's own tasks (a nested run on the same pool)");
+    for (const task_frame* fr = in_task_; fr; fr = fr->caller)
+      if (fr->pool == this)
+        fail(errc::invalid_argument,
+             fr == in_task_ ? "thread_pool::run: called from inside one of the pool's own tasks (a nested run on the same pool)"
+                            : "thread_pool::run: called from a task of another pool's run() that one of this pool's own tasks "
+                              "is waiting in (the pools' runs would wait for each other)");
     std::lock_guard<std::mutex> turn(run_m_);  // concurrent callers take turns
     {
       std::lock_guard<std::mutex> g(m_);
+      caller_ = in_task_;  // the tasks this run waits in, for its own tasks' frames
       job_ = &f;
       call_ = [](const void* job, int t, int worker) { (*static_cast<const F*>(job))(t, worker); };
       tasks_ = n;
@@ -75,17 +83,21 @@ class thread_pool {
     std::unique_lock<std::mutex> lk(m_);
     done_.wait(lk, [this] { return busy_ == 0; });
     job_ = nullptr;
+    caller_ = nullptr;
     if (error_) std::rethrow_exception(std::exchange(error_, nullptr));
   }
 
  private:
   void work(int worker) {
     // tasks run only here (on the caller as worker 0 and on the pool's threads): while
-    // they do, this thread's in_task_ names the pool, for run()'s nested-call check
+    // they do, this thread's in_task_ is a frame naming the pool and the frames of the
+    // tasks whose run() this one serves (the caller's), for run()'s nested-call check.
+    // caller_ was set under m_ before the generation this worker saw (worker 0 set it)
+    const task_frame frame{this, caller_};
     struct mark {
-      const thread_pool* outer;
+      const task_frame* outer;
       ~mark() { in_task_ = outer; }
-    } restore{std::exchange(in_task_, this)};
+    } restore{std::exchange(in_task_, &frame)};
     try {
       // a 64-bit counter: each worker's last fetch_add goes past tasks_ (and a throw sets it
       // to tasks_ first), which with n = INT_MAX would wrap an int to negative tasks
@@ -125,8 +137,16 @@ class thread_pool {
   std::vector<std::thread> workers_;
   std::mutex m_;
   std::mutex run_m_;  //!< held by the thread in run()
-  //! The pool whose task this thread is running (a task of another pool may run() this one)
-  static inline thread_local const thread_pool* in_task_ = nullptr;
+  //! A task being run: its pool, and the frame of the task that called that pool's run()
+  //! (null for a run from outside any task). Frames live on the stacks of the threads
+  //! running the tasks, each blocked in a run() while its callees' frames point to it.
+  struct task_frame {
+    const thread_pool* pool;
+    const task_frame* caller;
+  };
+  //! The task this thread is running (a task of another pool may run() this one)
+  static inline thread_local const task_frame* in_task_ = nullptr;
+  const task_frame* caller_ = nullptr;  //!< in_task_ of the current run()'s caller (under m_)
   std::condition_variable cv_, done_;
   const void* job_ = nullptr;
   void (*call_)(const void*, int, int) = nullptr;
