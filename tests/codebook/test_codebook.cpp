@@ -309,6 +309,31 @@ TEST_CASE("gaussian and uniform codebooks never beat the sphere Lloyd-Max codebo
   }
 }
 
+TEST_CASE("gaussian and uniform codebooks at large n match Max (1960)'s tables for the normal law", "[codebook]") {
+  // Independent of the sphere codebook: at n = 65536 one coordinate is N(0, 1/n) to O(1/n),
+  // so sqrt(n) times the levels are J. Max's (IRE Trans. Inf. Theory 6(1), 1960) Table I
+  // (Lloyd-Max levels, positive half) and Table II (the optimal uniform quantizer's step),
+  // and n*MSE his distortions, each given to 4 significant digits (tolerance 1e-3 relative)
+  const int n = 65536;
+  const double scale = std::sqrt(static_cast<double>(n));
+  const std::vector<std::vector<double>> max_levels = {
+      {0.7979}, {0.4528, 1.510}, {0.2451, 0.7560, 1.344, 2.152}, {0.1284, 0.3881, 0.6568, 0.9424, 1.256, 1.618, 2.069, 2.733}};
+  const double max_mse[] = {0.3634, 0.1175, 0.03455, 0.009497};
+  const double uniform_step[] = {1.596, 0.9957, 0.5860, 0.3352};
+  const double uniform_mse[] = {0.3634, 0.1188, 0.03744, 0.01154};
+  for (int b = 1; b <= 4; ++b) {
+    INFO("b = " << b);
+    const codebook& g = bgtq::get_codebook(codebook_kind::gaussian, n, b);
+    const int K = g.size();
+    for (int k = 0; k < K / 2; ++k) CHECK(scale * g.centroids()[K / 2 + k] == Approx(max_levels[b - 1][k]).epsilon(1e-3));
+    CHECK(g.mse() == Approx(max_mse[b - 1]).epsilon(1e-3));
+    const codebook& u = bgtq::get_codebook(codebook_kind::uniform, n, b);
+    for (int k = 1; k < K; ++k)  // equally spaced, at Max's step
+      CHECK(scale * (u.centroids()[k] - u.centroids()[k - 1]) == Approx(uniform_step[b - 1]).epsilon(1e-3));
+    CHECK(u.mse() == Approx(uniform_mse[b - 1]).epsilon(1e-3));
+  }
+}
+
 TEST_CASE("get_codebook memoizes: one object per (kind, dim, bits), also under concurrency", "[codebook]") {
   const codebook* a = &bgtq::get_codebook(codebook_kind::sphere, 96, 4);
   REQUIRE(a == &bgtq::get_codebook(codebook_kind::sphere, 96, 4));
