@@ -42,7 +42,8 @@ class args {
   double require_double(const std::string& name, double lo, double hi);
   //! True if --name (a flag) was given.
   bool flag(const std::string& name);
-  //! Comma-separated list, e.g. --bits 2,3,4 (blanks ignored; an empty item is a usage error).
+  //! Comma-separated list, e.g. --bits 2,3,4 (spaces around an item are trimmed, inside it
+  //! they are kept; an empty item is a usage error).
   std::vector<std::string> get_list(const std::string& name, const std::string& def);
   //! Positional arguments (those not starting with --).
   const std::vector<std::string>& positional() const { return positional_; }

@@ -485,7 +485,7 @@ int run(cli::args& a) {
 
 cli::registrar reg{{"eval", "compare Block-GTQ, uniform TQ-MSE, KIVI and fp16 on Q/K(/V) activation dumps",
                     "--q Q.npy --k K.npy [--v V.npy] --rope interleaved|half [--rotary-dim R] [--calib-tokens N (0: T/2)] "
-                    "[--eval-all] [--eval-queries N (0: all)] [--threads N] [--bits 2,3,4] [--methods fp16,tq,bgtq,kivi (also kivi-sym)] "
+                    "[--eval-all] [--eval-queries N (0: all)] [--threads N] [--bits 2,3,4] [--methods fp16,tq,bgtq,kivi (also kivi-sym, plan)] "
                     "[--plan PLAN (a bgtq calibrate plan, also evaluated: method plan)] [--b-min M] [--b-max M] "
                     "[--sink N] [--recent N (the cache's fp16 window, held by every method; 0)] "
                     "[--scope head|layer|model] [--distortion rate4|codebook] [--seed S] [--norm-correction] [--charge-radii] "

@@ -29,6 +29,7 @@ kv_spec parse_kv_spec(const std::string& s) {
     k.plan_path = s.substr(5);
     if (k.plan_path.empty()) throw usage_error("KV cache 'plan:' names no plan file (plan:FILE, a file from bgtq calibrate)");
     k.file = std::make_shared<const plan>(load_plan(k.plan_path));
+    k.value_bits = k.file->value_bits;
   } else if (std::regex_match(s, m, mixed)) {
     k.method = m[1];
     k.key_bits = std::stoi(m[2]);
@@ -43,7 +44,7 @@ kv_spec parse_kv_spec(const std::string& s) {
   } else {
     throw usage_error("unknown KV cache '" + s +
                       "' (expected fp32, fp16, tqB, bgtqB, kiviB, kXvY or tq-/bgtq-/kivi-kXvY with bits 1..8, or plan:FILE; "
-                      "a list splits at every ',', a FILE's too)");
+                      "ppl's --kv list splits at every ',', a FILE's too)");
   }
   return k;
 }
