@@ -315,6 +315,11 @@ bool args::flag(const std::string& name) {
   return flags_given_.count(name) > 0;
 }
 
+std::string trim_spaces(const std::string& s) {
+  const auto first = s.find_first_not_of(' ');
+  return first == std::string::npos ? std::string() : s.substr(first, s.find_last_not_of(' ') - first + 1);
+}
+
 std::vector<std::string> args::get_list(const std::string& name, const std::string& def) {
   const std::string s = get_or(name, def);
   std::vector<std::string> out(1);
@@ -326,10 +331,7 @@ std::vector<std::string> args::get_list(const std::string& name, const std::stri
   }
   // spaces around an item go ("2, 3"); inside one they stay (a path in --kv plan:FILE; "2 3"
   // is then an error naming "2 3", not silently the width 23)
-  for (std::string& item : out) {
-    const auto first = item.find_first_not_of(' ');
-    item = first == std::string::npos ? std::string() : item.substr(first, item.find_last_not_of(' ') - first + 1);
-  }
+  for (std::string& item : out) item = trim_spaces(item);
   if (out.size() == 1 && out[0].empty()) throw usage_error(option_name(name) + " needs at least one item");
   for (const std::string& item : out)  // "2,,3", "2,": a typo, not silently the list without it
     if (item.empty()) throw usage_error(option_name(name) + " '" + s + "' has an empty item");

@@ -86,6 +86,9 @@ bool parse_decimal(std::string_view tok, double& v);
 //! Parses an integer / double strictly (the whole string is one decimal number, finite),
 //! or usage_error naming `what`.
 long parse_int(const std::string& s, const std::string& what);
+//! `s` without the spaces at its ends (those inside stay): an item of a list option, and
+//! generate's one --kv cache.
+std::string trim_spaces(const std::string& s);
 double parse_double(const std::string& s, const std::string& what);
 
 //! One subcommand.

@@ -17,6 +17,7 @@
 #include <iostream>
 #include <iomanip>
 #include <map>
+#include <numeric>
 #include <optional>
 #include <sstream>
 #include <thread>
@@ -92,14 +93,9 @@ int run(cli::args& a) {
   std::optional<plan> given;  // read (and validated) before the dumps, which can take minutes
   double given_mean_bits = 0;  // its key widths' mean over every block of every head (the budget, avg_bits, may be capped)
   if (plan_path) {
-    given = load_plan(*plan_path);
-    std::size_t n = 0;
-    for (const head_plan& hp : given->heads)
-      for (const int w : hp.widths) {
-        given_mean_bits += w;
-        ++n;
-      }
-    if (n > 0) given_mean_bits /= static_cast<double>(n);
+    given = load_plan(*plan_path);  // validated: every head has num_blocks() widths
+    for (const head_plan& hp : given->heads) given_mean_bits += std::accumulate(hp.widths.begin(), hp.widths.end(), 0.0);
+    given_mean_bits /= static_cast<double>(given->heads.size()) * given->num_blocks();
   }
 
   cli::progress("[eval] reading activations");
@@ -414,18 +410,16 @@ int run(cli::args& a) {
       w.key(m.key());
       put(mean[m.key()]);
     }
-    w.end_object().key("bgtq_vs_tq").begin_array();
-    for (const auto& c : comps)
-      w.begin_object().key("bits").value(c.bits).key("logit_mae_reduction").value(c.logit_mae_reduction)
-          .key("kl_reduction").value(c.kl_reduction).key("layers_won").value(c.layers_won).key("layers").value(c.layers).end_object();
-    w.end_array();
-    if (given) {
-      w.key("plan_vs_tq").begin_array();
-      for (const auto& c : plan_comps)
+    const auto put_comparisons = [&](const char* name, const std::vector<method_comparison>& cs) {
+      w.key(name).begin_array();
+      for (const auto& c : cs)
         w.begin_object().key("bits").value(c.bits).key("logit_mae_reduction").value(c.logit_mae_reduction)
             .key("kl_reduction").value(c.kl_reduction).key("layers_won").value(c.layers_won).key("layers").value(c.layers).end_object();
       w.end_array();
-    }
+    };
+    w.end_object();
+    put_comparisons("bgtq_vs_tq", comps);
+    if (given) put_comparisons("plan_vs_tq", plan_comps);
     w.end_object().end_object();
     os << "\n";
   };
@@ -471,14 +465,11 @@ int run(cli::args& a) {
       const std::string s(buf);
       return s == "+0.0%" || s == "-0.0%" ? std::string("0.0%") : s;
     };
-    for (const auto& c : comps)
-      std::printf("Block-GTQ vs uniform TQ-MSE at %d bit%s: logit MAE %s, KL %s, wins %d/%d layer%s\n", c.bits,
-                  c.bits == 1 ? "" : "s", pct(c.logit_mae_reduction).c_str(), pct(c.kl_reduction).c_str(), c.layers_won,
-                  c.layers, c.layers == 1 ? "" : "s");
-    for (const auto& c : plan_comps)
-      std::printf("plan vs uniform TQ-MSE at %d bit%s: logit MAE %s, KL %s, wins %d/%d layer%s\n", c.bits,
-                  c.bits == 1 ? "" : "s", pct(c.logit_mae_reduction).c_str(), pct(c.kl_reduction).c_str(), c.layers_won,
-                  c.layers, c.layers == 1 ? "" : "s");
+    for (const auto& [who, cs] : {std::pair{"Block-GTQ", &comps}, std::pair{"plan", &plan_comps}})
+      for (const auto& c : *cs)
+        std::printf("%s vs uniform TQ-MSE at %d bit%s: logit MAE %s, KL %s, wins %d/%d layer%s\n", who, c.bits,
+                    c.bits == 1 ? "" : "s", pct(c.logit_mae_reduction).c_str(), pct(c.kl_reduction).c_str(), c.layers_won,
+                    c.layers, c.layers == 1 ? "" : "s");
   }
   return 0;
 }

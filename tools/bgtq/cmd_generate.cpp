@@ -23,9 +23,8 @@ int run(bgtq::cli::args& a) {
   const std::string prompt = a.get_or("prompt", "");
   const long steps = a.get_int("steps", 256, 0, 1 << 20);
   const bool json = a.flag("json");
-  std::string kv_name = a.get_or("kv", "fp32");  // one cache: spaces around it go, as in ppl's --kv list
-  kv_name.erase(0, std::min(kv_name.size(), kv_name.find_first_not_of(' ')));
-  kv_name.erase(kv_name.find_last_not_of(' ') + 1);
+  // one cache: spaces around it go, as in ppl's --kv list
+  const std::string kv_name = bgtq::cli::trim_spaces(a.get_or("kv", "fp32"));
   const auto calib_text = a.get("calib-text");
   a.finish();
   const bgtq::cli::kv_spec spec = bgtq::cli::parse_kv_spec(kv_name);  // (reads a plan:FILE)
