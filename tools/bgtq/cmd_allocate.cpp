@@ -25,6 +25,7 @@
 #include "cli.hpp"
 
 namespace {
+namespace cmd_allocate {  // a namespace of its own: the CLI is built as one translation unit (BGTQ_UNITY_BUILD)
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -176,4 +177,5 @@ const bgtq::cli::registrar reg{{"allocate", "bit widths per RoPE block from scor
                                 &run,
                                 {"json"}}};
 
+}  // namespace cmd_allocate
 }  // namespace

@@ -18,6 +18,7 @@
 #include "cli.hpp"
 
 namespace {
+namespace cmd_bench {  // a namespace of its own: the CLI is built as one translation unit (BGTQ_UNITY_BUILD)
 
 using namespace bgtq;
 
@@ -302,4 +303,5 @@ cli::registrar reg{{"bench", "throughput of encode/decode and decode attention n
                     "--reps R --threads N --cold]",
                     &run, {"json", "cold"}}};
 
+}  // namespace cmd_bench
 }  // namespace

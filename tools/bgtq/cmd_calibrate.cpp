@@ -15,6 +15,7 @@
 #include "plan_args.hpp"
 
 namespace {
+namespace cmd_calibrate {  // a namespace of its own: the CLI is built as one translation unit (BGTQ_UNITY_BUILD)
 
 using namespace bgtq;
 
@@ -102,4 +103,5 @@ cli::registrar reg{{"calibrate", "measure RoPE block energies on Q/K dumps and w
                     "[--seed S] [--norm-correction] [--charge-radii] [--json-out PLAN.json] [--json]",
                     &run, {"json", "norm-correction", "charge-radii"}}};
 
+}  // namespace cmd_calibrate
 }  // namespace

@@ -24,6 +24,7 @@
 #endif
 
 namespace {
+namespace cmd_capture {  // a namespace of its own: the CLI is built as one translation unit (BGTQ_UNITY_BUILD)
 
 namespace lc = bgtq::llama2c;
 
@@ -125,4 +126,5 @@ bgtq::cli::registrar reg{
      &run,
      {"json"}}};
 
+}  // namespace cmd_capture
 }  // namespace

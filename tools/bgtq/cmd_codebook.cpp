@@ -11,6 +11,7 @@
 #include "cli.hpp"
 
 namespace {
+namespace cmd_codebook {  // a namespace of its own: the CLI is built as one translation unit (BGTQ_UNITY_BUILD)
 
 // Max (1960) Lloyd-Max MSE for N(0, 1): the n -> infinity limit of the sphere n*MSE.
 double max_gaussian_mse(int bits) {
@@ -71,4 +72,5 @@ int run(bgtq::cli::args& a) {
 bgtq::cli::registrar reg{{"codebook", "print the scalar codebook (centroids, thresholds, n*MSE) for b bits at dimension n",
                           "--bits B (1..8) --dim N (2..65536) [--kind sphere|gaussian|uniform] [--json]", &run, {"json"}}};
 
+}  // namespace cmd_codebook
 }  // namespace

@@ -23,6 +23,7 @@
 #include "roundtrip.hpp"
 
 namespace {
+namespace cmd_demo {  // a namespace of its own: the CLI is built as one translation unit (BGTQ_UNITY_BUILD)
 
 using namespace bgtq;
 namespace lc = bgtq::llama2c;
@@ -253,4 +254,5 @@ int run(cli::args& a) {
 cli::registrar reg{{"demo", "the quickstart: synthetic activations -> plan -> packed cache -> decode attention",
                     "[--data DIR (../shared/data)] [--speed-tokens N (16384)]", &run, {}}};
 
+}  // namespace cmd_demo
 }  // namespace

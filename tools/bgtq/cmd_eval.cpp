@@ -27,6 +27,7 @@
 #include "roundtrip.hpp"
 
 namespace {
+namespace cmd_eval {  // a namespace of its own: the CLI is built as one translation unit (BGTQ_UNITY_BUILD)
 
 using namespace bgtq;
 
@@ -483,4 +484,5 @@ cli::registrar reg{{"eval", "compare Block-GTQ, uniform TQ-MSE, KIVI and fp16 on
                     "[-o RESULTS.json] [--json]",
                     &run, {"json", "eval-all", "norm-correction", "charge-radii"}}};
 
+}  // namespace cmd_eval
 }  // namespace

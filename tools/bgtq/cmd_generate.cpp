@@ -14,6 +14,7 @@
 #include "llama2c.hpp"
 
 namespace {
+namespace cmd_generate {  // a namespace of its own: the CLI is built as one translation unit (BGTQ_UNITY_BUILD)
 
 namespace lc = bgtq::llama2c;
 
@@ -92,4 +93,5 @@ bgtq::cli::registrar reg{{"generate", "greedy text generation with a llama2.c mo
                           &run,
                           {"json"}}};
 
+}  // namespace cmd_generate
 }  // namespace

@@ -10,6 +10,7 @@
 #include "cli.hpp"
 
 namespace {
+namespace cmd_plot {  // a namespace of its own: the CLI is built as one translation unit (BGTQ_UNITY_BUILD)
 
 using namespace bgtq;
 
@@ -89,4 +90,5 @@ int run(cli::args& a) {
 cli::registrar reg{{"plot", "SVG figures: block energies and widths, width fingerprint per layer, eval metrics per layer",
                     usage_text, &run, {"json"}}};
 
+}  // namespace cmd_plot
 }  // namespace

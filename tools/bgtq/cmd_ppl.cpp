@@ -13,6 +13,7 @@
 #include "llama2c.hpp"
 
 namespace {
+namespace cmd_ppl {  // a namespace of its own: the CLI is built as one translation unit (BGTQ_UNITY_BUILD)
 
 namespace lc = bgtq::llama2c;
 using namespace bgtq;
@@ -168,4 +169,5 @@ cli::registrar reg{{"ppl", "perplexity and next-token KL of a llama2.c model thr
                     "  (the --kv list splits at every ',': FILE may not contain one).",
                     &run, {"json"}}};
 
+}  // namespace cmd_ppl
 }  // namespace

@@ -18,6 +18,7 @@
 #include "plan_args.hpp"
 
 namespace {
+namespace cmd_synth {  // a namespace of its own: the CLI is built as one translation unit (BGTQ_UNITY_BUILD)
 
 constexpr const char* usage =
     "--layers L --tokens T --q-heads Hq --kv-heads Hkv --dim D --rope interleaved|half [--rotary-dim R]\n"
@@ -133,4 +134,5 @@ int run(bgtq::cli::args& a) {
 bgtq::cli::registrar reg{{"synth", "write synthetic post-RoPE Q/K/V activations (.npy) from a seeded model", usage, &run,
                           {"json"}}};
 
+}  // namespace cmd_synth
 }  // namespace
