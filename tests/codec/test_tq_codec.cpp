@@ -113,7 +113,7 @@ TEST_CASE("TQ-MSE error with the fast rotations stays within 10% on key-like vec
         const double m = mse_over_rotations(n, b, rk, x, n <= 16 ? 1000 : 100);
         const double want = bgtq::get_codebook(bgtq::codebook_kind::sphere, n, b).mse();
         INFO("n=" << n << " b=" << b << " rotation " << bgtq::to_string(rk) << " measured " << m << " codebook " << want);
-        if (n >= 64 || rk == bgtq::rotation_kind::structured && n == 6)
+        if (n >= 64 || (rk == bgtq::rotation_kind::structured && n == 6))
           CHECK(std::fabs(m / want - 1.0) < 0.10);
         else
           CHECK(m / want < 1.4);

@@ -298,7 +298,8 @@ TEST_CASE("plan accessors: a layer, KV head or block that does not exist is not_
     return std::make_pair(bgtq::errc::ok, std::string());
   };
   // (1, -1) and (0, 2) would have read another head's entry of the flat arrays
-  for (const auto& [l, h] : {std::pair{2, 0}, std::pair{-1, 0}, std::pair{1, -1}, std::pair{0, 2}}) {
+  for (const auto& lh : {std::pair{2, 0}, std::pair{-1, 0}, std::pair{1, -1}, std::pair{0, 2}}) {
+    const int l = lh.first, h = lh.second;  // not a structured binding: clang before 16 cannot capture one
     INFO("layer " << l << ", KV head " << h);
     const auto [c1, m1] = code_of([&] { return p.head(l, h); });
     CHECK(c1 == bgtq::errc::not_found);

@@ -68,6 +68,9 @@ bgtq::plan small_plan() {
 
 // ---- a tiny validating JSON parser (DOM with raw number text) ----
 struct json_value {
+  // declared: an aggregate's members (a vector of pairs holding this still incomplete
+  // type) would be checked too early for clang 14 with libstdc++ 12 (Debian 12's clang)
+  json_value() = default;
   enum kind_t { null_v, bool_v, number_v, string_v, array_v, object_v } kind = null_v;
   std::string text;  // number text or string content
   bool b = false;
