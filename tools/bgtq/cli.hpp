@@ -1,8 +1,10 @@
 #pragma once
 // Shared plumbing of the bgtq command-line tool: option parsing, the command registry
 // and the exit-code contract (0 success, 1 runtime/data error, 2 bad usage).
-// Each subcommand lives in its own cmd_<name>.cpp and registers itself with
-// `static bgtq::cli::registrar reg{{"name", "summary", "usage", &run}};`.
+// Each subcommand lives in its own cmd_<name>.cpp, inside `namespace { namespace cmd_<name> {`,
+// and registers itself with `bgtq::cli::registrar reg{{"name", "summary", "usage", &run}};`.
+// The namespace of its own matters: the CLI compiles as one translation unit
+// (BGTQ_UNITY_BUILD, CMakeLists.txt), where every file's `run`, `reg` and helpers meet.
 
 #include <cstdint>
 #include <cstdlib>

@@ -25,7 +25,7 @@
 #include "cli.hpp"
 
 namespace {
-namespace cmd_allocate {  // a namespace of its own: the CLI is built as one translation unit (BGTQ_UNITY_BUILD)
+namespace cmd_allocate {  // cli.hpp: the CLI is one translation unit
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;

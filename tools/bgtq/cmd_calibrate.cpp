@@ -15,7 +15,7 @@
 #include "plan_args.hpp"
 
 namespace {
-namespace cmd_calibrate {  // a namespace of its own: the CLI is built as one translation unit (BGTQ_UNITY_BUILD)
+namespace cmd_calibrate {  // cli.hpp: the CLI is one translation unit
 
 using namespace bgtq;
 

@@ -24,7 +24,7 @@
 #endif
 
 namespace {
-namespace cmd_capture {  // a namespace of its own: the CLI is built as one translation unit (BGTQ_UNITY_BUILD)
+namespace cmd_capture {  // cli.hpp: the CLI is one translation unit
 
 namespace lc = bgtq::llama2c;
 

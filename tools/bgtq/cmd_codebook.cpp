@@ -11,7 +11,7 @@
 #include "cli.hpp"
 
 namespace {
-namespace cmd_codebook {  // a namespace of its own: the CLI is built as one translation unit (BGTQ_UNITY_BUILD)
+namespace cmd_codebook {  // cli.hpp: the CLI is one translation unit
 
 // Max (1960) Lloyd-Max MSE for N(0, 1): the n -> infinity limit of the sphere n*MSE.
 double max_gaussian_mse(int bits) {

@@ -23,7 +23,7 @@
 #include "roundtrip.hpp"
 
 namespace {
-namespace cmd_demo {  // a namespace of its own: the CLI is built as one translation unit (BGTQ_UNITY_BUILD)
+namespace cmd_demo {  // cli.hpp: the CLI is one translation unit
 
 using namespace bgtq;
 namespace lc = bgtq::llama2c;

@@ -27,7 +27,7 @@
 #include "roundtrip.hpp"
 
 namespace {
-namespace cmd_eval {  // a namespace of its own: the CLI is built as one translation unit (BGTQ_UNITY_BUILD)
+namespace cmd_eval {  // cli.hpp: the CLI is one translation unit
 
 using namespace bgtq;
 

@@ -14,7 +14,7 @@
 #include "llama2c.hpp"
 
 namespace {
-namespace cmd_generate {  // a namespace of its own: the CLI is built as one translation unit (BGTQ_UNITY_BUILD)
+namespace cmd_generate {  // cli.hpp: the CLI is one translation unit
 
 namespace lc = bgtq::llama2c;
 

@@ -10,7 +10,7 @@
 #include "cli.hpp"
 
 namespace {
-namespace cmd_plot {  // a namespace of its own: the CLI is built as one translation unit (BGTQ_UNITY_BUILD)
+namespace cmd_plot {  // cli.hpp: the CLI is one translation unit
 
 using namespace bgtq;
 

@@ -13,7 +13,7 @@
 #include "llama2c.hpp"
 
 namespace {
-namespace cmd_ppl {  // a namespace of its own: the CLI is built as one translation unit (BGTQ_UNITY_BUILD)
+namespace cmd_ppl {  // cli.hpp: the CLI is one translation unit
 
 namespace lc = bgtq::llama2c;
 using namespace bgtq;

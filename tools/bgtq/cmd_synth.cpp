@@ -18,7 +18,7 @@
 #include "plan_args.hpp"
 
 namespace {
-namespace cmd_synth {  // a namespace of its own: the CLI is built as one translation unit (BGTQ_UNITY_BUILD)
+namespace cmd_synth {  // cli.hpp: the CLI is one translation unit
 
 constexpr const char* usage =
     "--layers L --tokens T --q-heads Hq --kv-heads Hkv --dim D --rope interleaved|half [--rotary-dim R]\n"

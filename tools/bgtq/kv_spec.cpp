@@ -29,7 +29,6 @@ kv_spec parse_kv_spec(const std::string& s) {
     k.plan_path = s.substr(5);
     if (k.plan_path.empty()) throw usage_error("KV cache 'plan:' names no plan file (plan:FILE, a file from bgtq calibrate)");
     k.file = std::make_shared<const plan>(load_plan(k.plan_path));
-    k.value_bits = k.file->value_bits;
   } else if (std::regex_match(s, m, mixed)) {
     k.method = m[1];
     k.key_bits = std::stoi(m[2]);

@@ -21,7 +21,7 @@ namespace bgtq::cli {
 struct kv_spec {
   std::string name;    //!< as given
   std::string method;  //!< fp32, fp16, tq, bgtq, kivi, plan
-  int key_bits = 16, value_bits = 16;  //!< (plan: value_bits the file's; key_bits unused, its budget may be fractional)
+  int key_bits = 16, value_bits = 16;  //!< (plan: unused; the file holds its widths and value bits)
   std::string plan_path;               //!< plan: the file
   std::shared_ptr<const plan> file;    //!< plan: the file's plan, read and validated by parse_kv_spec
 };
