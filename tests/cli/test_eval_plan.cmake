@@ -19,6 +19,9 @@ expect_success(CMD calibrate ARGS --q ${WORK}/s/q.npy --k ${WORK}/s/k.npy --rope
   -o ${WORK}/p3.bin --quiet)
 bgtq_run(out err rc eval ${qkv} --bits 3 --methods tq,bgtq --plan ${WORK}/p3.bin --json --quiet)
 bgtq_expect_rc(${rc} 0 "eval --plan p3.bin" "${err}")
+if(err MATCHES "warning")  # calibrated on the 128 tokens before the split: nothing to say
+  message(FATAL_ERROR "eval --plan p3.bin warned: ${err}")
+endif()
 string(JSON methods GET "${out}" config methods)
 bgtq_expect_match("${methods}" "^\\[ *\"tq\", *\"bgtq\", *\"plan\" *\\]$" "--plan alone appends the method plan")
 foreach(field path avg_bits value_bits calib_tokens)
@@ -113,6 +116,9 @@ expect_success(CMD calibrate ARGS --q ${WORK}/s/q.npy --k ${WORK}/s/k.npy --rope
   --value-bits 0 -o ${WORK}/p4c.bin --quiet)
 bgtq_run(out err rc eval ${qkv} --methods plan --plan ${WORK}/p4c.bin --json --quiet)
 bgtq_expect_rc(${rc} 0 "eval --plan p4c.bin" "${err}")
+# calibrate's default took all 256 tokens: the plan's queries after the split are among them
+bgtq_expect_match("${err}" "warning: --plan [^ ]*/p4c\\.bin was calibrated on 256 tokens and the evaluation starts at token 128: if the plan came from these dumps [^\n]*; these dumps have no token after them"
+                  "eval --plan of a plan calibrated on the whole dump")
 string(JSON budget GET "${out}" config plan avg_bits)
 string(JSON mean_bits GET "${out}" config plan mean_key_bits)
 string(JSON vbytes GET "${out}" summary mean plan value_bytes_per_token)
@@ -120,6 +126,23 @@ string(JSON rel GET "${out}" summary mean plan out_rel_l2)
 if(NOT budget EQUAL 4 OR NOT mean_bits EQUAL 3 OR NOT vbytes EQUAL 0 OR NOT rel EQUAL 1)
   message(FATAL_ERROR "K4 capped at 3, V0: budget ${budget}, mean width ${mean_bits}, value bytes ${vbytes}, output error ${rel}")
 endif()
+
+# a plan calibrated on 192 tokens evaluated from the default split (128) is warned about,
+# naming the split that holds its calibration out; with that split, or --eval-all (every
+# query asked for), nothing is said
+expect_success(CMD calibrate ARGS --q ${WORK}/s/q.npy --k ${WORK}/s/k.npy --rope half --tokens 192 --avg-bits 3
+  -o ${WORK}/p192.bin --quiet)
+bgtq_run(out err rc eval ${qkv} --methods plan --plan ${WORK}/p192.bin --quiet)
+bgtq_expect_rc(${rc} 0 "eval --plan p192.bin" "${err}")
+bgtq_expect_match("${err}" "warning: --plan [^ ]*/p192\\.bin was calibrated on 192 tokens and the evaluation starts at token 128: [^\n]*; --calib-tokens 192 evaluates only the tokens after them\n$"
+                  "eval --plan of a plan calibrated past the split")
+foreach(split "--calib-tokens;192" "--calib-tokens;200" "--eval-all")
+  bgtq_run(out err rc eval ${qkv} --methods plan --plan ${WORK}/p192.bin ${split} --quiet)
+  bgtq_expect_rc(${rc} 0 "eval --plan p192.bin ${split}" "${err}")
+  if(err MATCHES "warning")
+    message(FATAL_ERROR "eval --plan p192.bin ${split} warned: ${err}")
+  endif()
+endforeach()
 
 # refused before the work, nothing written: a plan for another model (here 4 KV heads, or
 # interleaved pairing), --methods plan without a plan, a plan file that is missing or no

@@ -116,6 +116,19 @@ int run(cli::args& a) {
                "eval: calibration uses all " + std::to_string(T) + " tokens" +
                    (calib >= T ? " (--calib-tokens " + std::to_string(calib) + " is not below the dump's length)" : "") +
                    ", none is left to evaluate (use --eval-all or a smaller --calib-tokens)");
+  // A plan records how many tokens it was calibrated on, not which: bgtq calibrate takes
+  // the first --tokens of its dumps (all of them by default), so a plan from these dumps
+  // that saw more tokens than the split would be measured partly on what it was fitted
+  // to. Said once, before the work (--eval-all asks for every query on purpose).
+  if (given && !eval_all && given->calib_tokens > t_begin) {
+    const long long pc = given->calib_tokens;
+    cli::warn("eval", "--plan " + *plan_path + " was calibrated on " + std::to_string(pc) +
+                          " tokens and the evaluation starts at token " + std::to_string(t_begin) +
+                          ": if the plan came from these dumps (bgtq calibrate takes their first --tokens, all by "
+                          "default), the method plan is measured partly on its own calibration tokens; " +
+                          (pc < T ? "--calib-tokens " + std::to_string(pc) + " evaluates only the tokens after them"
+                                  : "these dumps have no token after them (calibrate with a smaller --tokens)"));
+  }
 
   // calibration on the first N tokens (Block-GTQ's energies; TQ-MSE's plans and --plan's
   // need none)
