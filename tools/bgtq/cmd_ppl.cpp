@@ -136,6 +136,9 @@ int run(cli::args& a) {
     w.begin_object().key("model").value(model_path).key("text").value(text);
     w.key("documents").value(static_cast<long>(eval.size())).key("predictions").value(predictions);
     w.key("calibration_tokens").value(static_cast<long>(calib.size()));
+    // the SIMD path this bgtq was built for: the caches' attention sums in its order, so
+    // the last digits of ppl and KL differ between paths (docs/RESULTS.md)
+    w.key("simd").value(simd_path());
     w.key("results").begin_array();
     for (const auto& r : rows)
       w.begin_object().key("kv").value(r.kv).key("ppl").value(r.ppl).key("kl").value(r.kl).key("bytes_per_token_per_head").value(r.bytes).end_object();
