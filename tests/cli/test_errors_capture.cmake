@@ -72,6 +72,25 @@ if(NOT LAST_STDERR MATCHES "Block-GTQ calibrates on the first document, which is
    OR NOT LAST_STDOUT MATCHES "Block-GTQ calibrated on [0-9]+ tokens of the first document")
   message(FATAL_ERROR "ppl --calib-docs 0: stderr ${LAST_STDERR} stdout ${LAST_STDOUT}")
 endif()
+# a --calib-text that no cache uses is said (ppl: no Block-GTQ cache in --kv; generate: a
+# cache that does not calibrate), and not when one calibrates on it
+set(unused "--calib-text [^ ]*docs2\\.txt is not used")
+foreach(kv "fp32,tq3" "fp32,bgtq3" "fp32,k3v2")
+  expect_success(CMD ppl ARGS --model ${M} --tokenizer ${T} --text ${WORK}/docs3.txt --kv ${kv} --calib-text ${WORK}/docs2.txt --quiet)
+  if(kv STREQUAL "fp32,tq3" AND NOT LAST_STDERR MATCHES "^bgtq ppl: warning: ${unused}: no cache in --kv calibrates [^\n]*every document of [^ ]*docs3\\.txt is scored, as with it\n$")
+    message(FATAL_ERROR "ppl --kv ${kv} --calib-text: no warning that it is unused: ${LAST_STDERR}")
+  elseif(NOT kv STREQUAL "fp32,tq3" AND NOT LAST_STDERR STREQUAL "")
+    message(FATAL_ERROR "ppl --kv ${kv} --calib-text: stderr ${LAST_STDERR}")
+  endif()
+endforeach()
+foreach(kv tq3 kivi2 bgtq3)
+  expect_success(CMD generate ARGS --model ${M} --tokenizer ${T} --prompt "the cat" --steps 3 --kv ${kv} --calib-text ${WORK}/docs2.txt --quiet)
+  if(NOT kv STREQUAL "bgtq3" AND NOT LAST_STDERR MATCHES "^bgtq generate: warning: ${unused}: the cache ${kv} does not calibrate")
+    message(FATAL_ERROR "generate --kv ${kv} --calib-text: no warning that it is unused: ${LAST_STDERR}")
+  elseif(kv STREQUAL "bgtq3" AND NOT LAST_STDERR STREQUAL "")
+    message(FATAL_ERROR "generate --kv ${kv} --calib-text: stderr ${LAST_STDERR}")
+  endif()
+endforeach()
 
 # every output is checked before anything is read (docs/errors.md row 21): with a missing
 # model, the output's problem is the one reported

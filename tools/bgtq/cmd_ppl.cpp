@@ -45,6 +45,10 @@ int run(cli::args& a) {
   if (calib_text) {
     calib = lc::encode_documents(tok, lc::read_documents(*calib_text), seq);
     BGTQ_REQUIRE(!calib.empty(), errc::invalid_argument, *calib_text + ": no text to calibrate on (--calib-text)");
+    if (!any_bgtq)  // (read all the same: a bad file is an error whatever --kv lists)
+      cli::warn("ppl", "--calib-text " + *calib_text +
+                           " is not used: no cache in --kv calibrates (bgtqB, bgtq-kXvY and kXvY do; plan:FILE brings "
+                           "its own plan); every document of " + text + " is scored, as with it");
   } else {
     first_eval = std::min<std::size_t>(static_cast<std::size_t>(calib_docs), docs.size() - 1);
     if (first_eval < static_cast<std::size_t>(calib_docs))  // at least one document is scored
