@@ -43,9 +43,9 @@ int run(bgtq::cli::args& a) {
   if (calib_text) {
     calib = lc::encode_documents(tok, lc::read_documents(*calib_text), static_cast<std::size_t>(m.cfg().seq_len));
     BGTQ_REQUIRE(!calib.empty(), bgtq::errc::invalid_argument, *calib_text + ": no text to calibrate on (--calib-text)");
-    if (spec.method != "bgtq")  // (read all the same: a bad file is an error whatever the cache)
+    if (!bgtq::cli::calibrates(spec))  // (read all the same: a bad file is an error whatever the cache)
       bgtq::cli::warn("generate", "--calib-text " + *calib_text + " is not used: the cache " + spec.name +
-                                      " does not calibrate (bgtqB, bgtq-kXvY and kXvY do; plan:FILE brings its own plan)");
+                                      " does not calibrate (" + bgtq::cli::calibrating_specs + ")");
   }
   double bytes = 0;
   // the cache holds what this run feeds (prompt and generated tokens), not the whole context

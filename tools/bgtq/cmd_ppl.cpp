@@ -31,7 +31,7 @@ int run(cli::args& a) {
   a.finish();
   std::vector<cli::kv_spec> specs;
   for (const auto& s : kv_list) specs.push_back(cli::parse_kv_spec(s));
-  const bool any_bgtq = std::any_of(specs.begin(), specs.end(), [](const cli::kv_spec& s) { return s.method == "bgtq"; });
+  const bool any_bgtq = std::any_of(specs.begin(), specs.end(), [](const cli::kv_spec& s) { return cli::calibrates(s); });
 
   const lc::model m = lc::model::load(model_path);
   for (const auto& s : specs) cli::require_kv_spec_fits(s, m);  // every plan:FILE, before any cache works
@@ -47,8 +47,8 @@ int run(cli::args& a) {
     BGTQ_REQUIRE(!calib.empty(), errc::invalid_argument, *calib_text + ": no text to calibrate on (--calib-text)");
     if (!any_bgtq)  // (read all the same: a bad file is an error whatever --kv lists)
       cli::warn("ppl", "--calib-text " + *calib_text +
-                           " is not used: no cache in --kv calibrates (bgtqB, bgtq-kXvY and kXvY do; plan:FILE brings "
-                           "its own plan); every document of " + text + " is scored, as with it");
+                           " is not used: no cache in --kv calibrates (" + cli::calibrating_specs + "); every document of " +
+                           text + " is scored, as with it");
   } else {
     first_eval = std::min<std::size_t>(static_cast<std::size_t>(calib_docs), docs.size() - 1);
     if (first_eval < static_cast<std::size_t>(calib_docs))  // at least one document is scored

@@ -124,7 +124,7 @@ std::unique_ptr<llama2c::kv_backend> make_kv_backend(const kv_spec& spec, const 
   } else if (spec.method == "plan") {  // llama2.c rotates every pair of a head, interleaved
     require_kv_spec_fits(spec, m);      // (the commands check it earlier, before any work)
     p = *spec.file;
-  } else {
+  } else {  // calibrates(spec)
     p = calibrate_llama2c(m, calibration, spec.key_bits, spec.value_bits);
   }
   auto cache = make_bgtq_cache(p, cfg);

@@ -26,6 +26,12 @@ struct kv_spec {
   std::shared_ptr<const plan> file;    //!< plan: the file's plan, read and validated by parse_kv_spec
 };
 
+//! True for the specifications whose cache is calibrated on the run's text (bgtqB,
+//! bgtq-kXvY, kXvY): make_kv_backend reads `calibration` for them only.
+inline bool calibrates(const kv_spec& s) { return s.method == "bgtq"; }
+//! The same, for messages that say which specifications calibrate.
+inline constexpr const char* calibrating_specs = "bgtqB, bgtq-kXvY and kXvY do; plan:FILE brings its own plan";
+
 //! Parses one specification; usage_error naming it when malformed. A plan:FILE's file is
 //! read and validated here, before any work on the model (load_plan's errors).
 kv_spec parse_kv_spec(const std::string& s);
